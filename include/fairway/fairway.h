@@ -1,0 +1,181 @@
+/*
+ * Fairway: collective communication for distributed deep learning.
+ *
+ * The C API follows NCCL's shape: result codes, a unique id passed from one
+ * rank to the others, communicators, and collectives that take a stream.
+ * Host buffers pass a NULL stream and the call completes before it returns;
+ * the fwI* variants return a request to test or wait on instead.
+ *
+ * Every function returns a fwResult_t. On failure, fwGetLastErrorMessage()
+ * returns a message for the calling thread that names what was wrong.
+ */
+#ifndef FAIRWAY_FAIRWAY_H_
+#define FAIRWAY_FAIRWAY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAIRWAY_MAJOR 0
+#define FAIRWAY_MINOR 1
+#define FAIRWAY_PATCH 0
+#define FAIRWAY_VERSION_CODE (FAIRWAY_MAJOR * 10000 + FAIRWAY_MINOR * 100 + FAIRWAY_PATCH)
+
+#if defined(__GNUC__)
+#define FAIRWAY_API __attribute__((visibility("default")))
+#else
+#define FAIRWAY_API
+#endif
+
+typedef enum {
+  fwSuccess = 0,
+  fwInvalidArgument = 1,   /* a malformed argument not covered below */
+  fwInvalidPointer = 2,    /* NULL buffer with count > 0, NULL out-parameter */
+  fwInvalidCount = 3,      /* count whose byte size overflows */
+  fwInvalidDatatype = 4,   /* not a fwDataType_t */
+  fwInvalidOp = 5,         /* not a fwRedOp_t */
+  fwOpNotSupportedForType = 6, /* e.g. bitwise ops on floating types */
+  fwInvalidRank = 7,       /* root or peer out of range */
+  fwInvalidComm = 8,       /* NULL, destroyed or never created communicator */
+  fwInvalidUsage = 9,      /* valid arguments in an invalid order or state */
+  fwCollectiveMismatch = 10, /* ranks called different collectives */
+  fwRemoteError = 11,      /* a peer failed or aborted */
+  fwTimeout = 12,          /* nothing arrived within FAIRWAY_TIMEOUT_MS */
+  fwTransportError = 13,   /* the transport reported an error */
+  fwSystemError = 14,      /* an operating-system call failed */
+  fwInternalError = 15,    /* a bug in Fairway */
+  fwAuthError = 16,        /* bootstrap rejected: wrong job secret or id */
+  fwNotAvailable = 17,     /* feature not built or not usable here */
+  fwInProgress = 18,       /* fwTest: the request has not completed */
+  fwNumResults = 19
+} fwResult_t;
+
+typedef enum {
+  fwInt8 = 0, fwUint8 = 1,
+  fwInt32 = 2, fwUint32 = 3,
+  fwInt64 = 4, fwUint64 = 5,
+  fwFloat16 = 6, fwBfloat16 = 7,
+  fwFloat32 = 8, fwFloat64 = 9,
+  fwNumTypes = 10
+} fwDataType_t;
+
+typedef enum {
+  fwSum = 0, fwProd = 1, fwMax = 2, fwMin = 3, fwAvg = 4,
+  fwBand = 5, fwBor = 6, fwBxor = 7, /* integer types only */
+  fwNumOps = 8
+} fwRedOp_t;
+
+#define FAIRWAY_UNIQUE_ID_BYTES 128
+typedef struct { char internal[FAIRWAY_UNIQUE_ID_BYTES]; } fwUniqueId;
+
+typedef struct fwComm* fwComm_t;
+typedef struct fwRequest* fwRequest_t;
+/* A cudaStream_t for device buffers; NULL for host buffers. */
+typedef void* fwStream_t;
+
+/* Color that leaves a rank out of every communicator fwCommSplit creates. */
+#define FAIRWAY_SPLIT_NOCOLOR (-1)
+
+FAIRWAY_API fwResult_t fwGetVersion(int* version);
+FAIRWAY_API const char* fwGetErrorString(fwResult_t result);
+/* Detail of the calling thread's last failed call ("" if none). */
+FAIRWAY_API const char* fwGetLastErrorMessage(void);
+
+/* Rank 0 creates the id (it starts the bootstrap root in this process) and
+ * passes it to every rank, which then calls fwCommInitRank. */
+FAIRWAY_API fwResult_t fwGetUniqueId(fwUniqueId* uniqueId);
+FAIRWAY_API fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank);
+/* Rank, size and root from the launcher's environment: FAIRWAY_RANK/
+ * FAIRWAY_WORLD_SIZE, torchrun's RANK/WORLD_SIZE, Open MPI's
+ * OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/SLURM_NTASKS; the root from
+ * FAIRWAY_COMM_ID=host:port or MASTER_ADDR/MASTER_PORT (see README). */
+FAIRWAY_API fwResult_t fwCommInitFromEnv(fwComm_t* comm);
+FAIRWAY_API fwResult_t fwCommSplit(fwComm_t comm, int color, int key, fwComm_t* newcomm);
+/* Waits (bounded by FAIRWAY_TIMEOUT_MS) for the other ranks to finish with
+ * the communicator, then frees it. */
+FAIRWAY_API fwResult_t fwCommDestroy(fwComm_t comm);
+/* Frees the communicator at once and tells the peers it is gone; their
+ * pending and later calls on it fail with fwRemoteError. */
+FAIRWAY_API fwResult_t fwCommAbort(fwComm_t comm);
+FAIRWAY_API fwResult_t fwCommCount(const fwComm_t comm, int* count);
+FAIRWAY_API fwResult_t fwCommUserRank(const fwComm_t comm, int* rank);
+/* fwSuccess while healthy, else the error that broke the communicator. */
+FAIRWAY_API fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError);
+
+/* ---- Blocking collectives (stream must be NULL: host buffers) ---- */
+FAIRWAY_API fwResult_t fwAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwStream_t stream);
+/* recvbuff holds recvcount elements; sendbuff holds nranks * recvcount. */
+FAIRWAY_API fwResult_t fwReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+    fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwStream_t stream);
+/* sendbuff holds sendcount elements; recvbuff holds nranks * sendcount. */
+FAIRWAY_API fwResult_t fwAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+    fwDataType_t datatype, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, int root, fwComm_t comm, fwStream_t stream);
+/* recvbuff is used on the root only. */
+FAIRWAY_API fwResult_t fwReduce(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwRedOp_t op, int root, fwComm_t comm, fwStream_t stream);
+/* count elements go to (and come from) each rank. */
+FAIRWAY_API fwResult_t fwAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwComm_t comm, fwStream_t stream);
+/* Counts and displacements are in elements, one per rank. */
+FAIRWAY_API fwResult_t fwAllToAllv(const void* sendbuff, const size_t* sendcounts,
+    const size_t* sdispls, void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+    fwDataType_t datatype, fwComm_t comm, fwStream_t stream);
+/* recvbuff (nranks * sendcount) is used on the root only. */
+FAIRWAY_API fwResult_t fwGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+    fwDataType_t datatype, int root, fwComm_t comm, fwStream_t stream);
+/* sendbuff (nranks * recvcount) is used on the root only. */
+FAIRWAY_API fwResult_t fwScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+    fwDataType_t datatype, int root, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwBarrier(fwComm_t comm, fwStream_t stream);
+/* Matched in call order between each pair of ranks. Two ranks that each
+ * send a large message to the other before receiving need fwIsend/fwIrecv. */
+FAIRWAY_API fwResult_t fwSend(const void* sendbuff, size_t count, fwDataType_t datatype,
+    int peer, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwRecv(void* recvbuff, size_t count, fwDataType_t datatype,
+    int peer, fwComm_t comm, fwStream_t stream);
+
+/* ---- Non-blocking variants: same arguments plus a request ----
+ * Collectives on one communicator run in call order; buffers must stay
+ * untouched until the request completes. fwWait and a fwTest that reports
+ * completion release the request and return the operation's result. */
+FAIRWAY_API fwResult_t fwIallReduce(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+    fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIallGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+    fwDataType_t datatype, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIbroadcast(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, int root, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIreduce(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwRedOp_t op, int root, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIallToAll(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIallToAllv(const void* sendbuff, const size_t* sendcounts,
+    const size_t* sdispls, void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+    fwDataType_t datatype, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIgather(const void* sendbuff, void* recvbuff, size_t sendcount,
+    fwDataType_t datatype, int root, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIscatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+    fwDataType_t datatype, int root, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIbarrier(fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIsend(const void* sendbuff, size_t count, fwDataType_t datatype,
+    int peer, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype,
+    int peer, fwComm_t comm, fwRequest_t* request);
+
+/* *done = 1 and the operation's result once complete (request released);
+ * *done = 0 and fwSuccess while it runs. */
+FAIRWAY_API fwResult_t fwTest(fwRequest_t request, int* done);
+FAIRWAY_API fwResult_t fwWait(fwRequest_t request);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAIRWAY_FAIRWAY_H_ */

@@ -1,0 +1,28 @@
+// Deterministic inputs and their expected results, shared by the perf
+// binaries' #wrong column and the test suite. Every input is a small integer,
+// so sums, products, minima and maxima are exact in every datatype and the
+// reference does not depend on the order the library combined them in.
+#pragma once
+
+#include <cstddef>
+
+#include "fairway/fairway.h"
+
+namespace fairway::check {
+
+size_t elementSize(fwDataType_t datatype);
+
+// What rank contributes at element index (global across the whole buffer).
+// seed varies the pattern between calls.
+void fill(void* buf, fwDataType_t datatype, fwRedOp_t op, int rank, size_t firstIndex, size_t count, int seed);
+
+// Expected elements firstIndex .. firstIndex+count of op over ranks 0..nranks-1.
+void fillReduced(void* out, fwDataType_t datatype, fwRedOp_t op, int nranks, size_t firstIndex, size_t count,
+                 int seed);
+
+// Elements of actual that differ from expected: exactly for integers,
+// within a relative tolerance for floats (1e-2 half/bfloat16, 1e-5 float,
+// 1e-12 double: avg's division is the only inexact step).
+size_t countWrong(const void* actual, const void* expected, fwDataType_t datatype, size_t count);
+
+}  // namespace fairway::check

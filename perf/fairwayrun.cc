@@ -1,0 +1,185 @@
+// fairwayrun -np N [options] CMD [ARGS...]
+//
+// Starts N ranks of CMD on this machine with the environment
+// fwCommInitFromEnv reads (FAIRWAY_RANK, FAIRWAY_WORLD_SIZE, FAIRWAY_LOCAL_RANK,
+// FAIRWAY_COMM_ID, FAIRWAY_JOB_SECRET). If a rank fails, the others get a
+// grace period to report their own errors, then are stopped. The exit status
+// is the first failing rank's (128 + signal for a signal), else 0.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Options {
+  int nranks = 0;
+  int graceSeconds = 10;
+  int timeoutSeconds = 0;  // 0: none
+  std::vector<std::string> exports;
+  std::vector<char*> command;
+};
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: fairwayrun -np N [-x VAR=VALUE]... [--grace SECONDS] [--timeout SECONDS] CMD [ARGS...]\n"
+               "  -np N          ranks to start on this machine\n"
+               "  -x VAR=VALUE   extra environment for every rank\n"
+               "  --grace S      after a rank fails, wait S seconds (default 10) before stopping the rest\n"
+               "  --timeout S    stop every rank after S seconds (default: no limit)\n");
+}
+
+bool parseInt(const char* text, int minValue, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (*end != '\0' || v < minValue || v > 1000000) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool parseOptions(int argc, char** argv, Options* o) {
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) return false;
+    const char* value = argv[++i];
+    if (flag == "-np" || flag == "-n") {
+      if (!parseInt(value, 1, &o->nranks)) return false;
+    } else if (flag == "-x") {
+      if (std::strchr(value, '=') == nullptr) return false;
+      o->exports.push_back(value);
+    } else if (flag == "--grace") {
+      if (!parseInt(value, 0, &o->graceSeconds)) return false;
+    } else if (flag == "--timeout") {
+      if (!parseInt(value, 1, &o->timeoutSeconds)) return false;
+    } else {
+      return false;
+    }
+  }
+  for (; i < argc; ++i) o->command.push_back(argv[i]);
+  o->command.push_back(nullptr);
+  return o->nranks > 0 && o->command.size() > 1;
+}
+
+// A port the kernel just handed out on loopback; rank 0 listens on it.
+int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::perror("fairwayrun: finding a free port");
+    std::exit(1);
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string randomSecret() {
+  unsigned char bytes[16];
+  if (getrandom(bytes, sizeof(bytes), 0) != sizeof(bytes)) {
+    std::perror("fairwayrun: getrandom");
+    std::exit(1);
+  }
+  char hex[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+  return hex;
+}
+
+volatile sig_atomic_t forwardedSignal = 0;
+void onSignal(int sig) { forwardedSignal = sig; }
+
+int statusCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parseOptions(argc, argv, &o)) {
+    usage();
+    return 2;
+  }
+  const std::string commId = "127.0.0.1:" + std::to_string(freeLoopbackPort());
+  const std::string secret = randomSecret();
+  signal(SIGINT, onSignal);
+  signal(SIGTERM, onSignal);
+
+  std::vector<pid_t> pids(o.nranks, -1);
+  for (int r = 0; r < o.nranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("fairwayrun: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      setenv("FAIRWAY_RANK", std::to_string(r).c_str(), 1);
+      setenv("FAIRWAY_WORLD_SIZE", std::to_string(o.nranks).c_str(), 1);
+      setenv("FAIRWAY_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("FAIRWAY_LOCAL_SIZE", std::to_string(o.nranks).c_str(), 1);
+      setenv("FAIRWAY_COMM_ID", commId.c_str(), 1);
+      setenv("FAIRWAY_JOB_SECRET", secret.c_str(), 1);
+      for (const std::string& e : o.exports) putenv(const_cast<char*>(e.c_str()));
+      execvp(o.command[0], o.command.data());
+      std::fprintf(stderr, "fairwayrun: cannot run %s: %s\n", o.command[0], std::strerror(errno));
+      _exit(127);
+    }
+    pids[r] = pid;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  Clock::time_point stopAt = Clock::time_point::max();
+  if (o.timeoutSeconds > 0) stopAt = start + std::chrono::seconds(o.timeoutSeconds);
+  int running = o.nranks;
+  int exitCode = 0;
+  bool terminated = false;
+  while (running > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      --running;
+      int rank = 0;
+      while (rank < o.nranks && pids[rank] != pid) ++rank;
+      pids[rank] = -1;
+      int code = statusCode(status);
+      if (code != 0 && exitCode == 0) {
+        exitCode = code;
+        if (WIFSIGNALED(status)) {
+          std::fprintf(stderr, "fairwayrun: rank %d was killed by signal %d\n", rank, WTERMSIG(status));
+        } else {
+          std::fprintf(stderr, "fairwayrun: rank %d exited with status %d\n", rank, code);
+        }
+        stopAt = std::min(stopAt, Clock::now() + std::chrono::seconds(o.graceSeconds));
+      }
+      continue;
+    }
+    if (forwardedSignal != 0 && exitCode == 0) {
+      exitCode = 128 + forwardedSignal;
+      stopAt = Clock::now();
+    }
+    if (Clock::now() >= stopAt) {
+      int sig = terminated ? SIGKILL : SIGTERM;
+      if (!terminated) {
+        std::fprintf(stderr, "fairwayrun: stopping %d remaining rank(s)\n", running);
+        if (exitCode == 0) exitCode = 124;
+      }
+      for (pid_t p : pids) if (p > 0) kill(p, sig);
+      terminated = true;
+      stopAt = Clock::now() + std::chrono::seconds(2);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return exitCode;
+}

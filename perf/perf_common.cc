@@ -1,0 +1,309 @@
+#include "perf/perf_common.h"
+
+#include <getopt.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "perf/check_data.h"
+
+namespace fairway::perf {
+namespace {
+
+struct Options {
+  size_t minBytes = 32 << 20;
+  size_t maxBytes = 32 << 20;
+  double stepFactor = 0;  // 0: grow by stepBytes instead
+  size_t stepBytes = 1 << 20;
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;
+  int root = 0;
+  int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max
+  std::vector<fwDataType_t> types{fwFloat32};
+  std::vector<fwRedOp_t> ops{fwSum};
+};
+
+const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
+const fwDataType_t kTypeOrder[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64, fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
+const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+
+const char* typeName(fwDataType_t t) {
+  for (size_t i = 0; i < 10; ++i) if (kTypeOrder[i] == t) return kTypeNames[i];
+  return "?";
+}
+
+bool parseSize(const char* text, size_t* out) {
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || v < 0) return false;
+  switch (*end) {
+    case 'K': case 'k': v *= 1024; ++end; break;
+    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
+    default: break;
+  }
+  if (*end != '\0') return false;
+  *out = static_cast<size_t>(v);
+  return true;
+}
+
+bool parseInt(const char* text, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (*end != '\0' || v < 0 || v > 100000000) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
+               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3]\n"
+               "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double; ops: sum prod max min avg\n"
+               "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n",
+               argv0);
+}
+
+bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
+  int c;
+  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:h")) != -1) {
+    bool ok = true;
+    switch (c) {
+      case 'b': ok = parseSize(optarg, &o->minBytes); break;
+      case 'e': ok = parseSize(optarg, &o->maxBytes); break;
+      case 'f': o->stepFactor = std::strtod(optarg, nullptr); ok = o->stepFactor > 1.0; break;
+      case 'i': ok = parseSize(optarg, &o->stepBytes) && o->stepBytes > 0; o->stepFactor = 0; break;
+      case 'n': ok = parseInt(optarg, &o->iters) && o->iters > 0; break;
+      case 'w': ok = parseInt(optarg, &o->warmup); break;
+      case 'c': ok = parseInt(optarg, &o->check); break;
+      case 'r': ok = parseInt(optarg, &o->root); break;
+      case 'a': ok = parseInt(optarg, &o->average) && o->average <= 3; break;
+      case 'd': {
+        o->types.clear();
+        for (size_t i = 0; i < 10; ++i) {
+          if (std::strcmp(optarg, "all") == 0 || std::strcmp(optarg, kTypeNames[i]) == 0) o->types.push_back(kTypeOrder[i]);
+        }
+        ok = !o->types.empty();
+        break;
+      }
+      case 'o': {
+        o->ops.clear();
+        for (int i = 0; i < 5; ++i) {
+          if (std::strcmp(optarg, "all") == 0 || std::strcmp(optarg, kOpNames[i]) == 0) o->ops.push_back(static_cast<fwRedOp_t>(i));
+        }
+        ok = !o->ops.empty();
+        break;
+      }
+      default: ok = false;
+    }
+    if (!ok) {
+      if (c != 'h') std::fprintf(stderr, "%s: bad value for -%c: %s\n", argv[0], c, optarg ? optarg : "");
+      return false;
+    }
+  }
+  if (o->minBytes > o->maxBytes) {
+    std::fprintf(stderr, "%s: -b %zu is larger than -e %zu\n", argv[0], o->minBytes, o->maxBytes);
+    return false;
+  }
+  if (!usesOp) o->ops = {fwSum};
+  return optind == argc;
+}
+
+#define FW_CHECK(call)                                                                               \
+  do {                                                                                               \
+    fwResult_t r_ = (call);                                                                          \
+    if (r_ != fwSuccess) {                                                                           \
+      std::fprintf(stderr, "%s:%d %s failed: %s: %s\n", __FILE__, __LINE__, #call, fwGetErrorString(r_), \
+                   fwGetLastErrorMessage());                                                         \
+      return false;                                                                                  \
+    }                                                                                                \
+  } while (0)
+
+struct Measurement {
+  double timeUs = 0;
+  uint64_t wrong = 0;
+};
+
+class Sweep {
+ public:
+  Sweep(const PerfCollective& c, const Options& o, fwComm_t comm, int rank, int nranks)
+      : c_(c), o_(o), comm_(comm), rank_(rank), nranks_(nranks) {}
+
+  bool allocate() {
+    size_t maxElems = o_.maxBytes;  // enough for every type: at least 1 byte per element
+    sendBytesCap_ = c_.sendElements(maxElems, nranks_);
+    recvBytesCap_ = c_.recvElements(maxElems, nranks_);
+    send_ = std::malloc(sendBytesCap_ + 64);
+    recv_ = std::malloc(recvBytesCap_ + 64);
+    expected_ = std::malloc(recvBytesCap_ + 64);
+    if (!send_ || !recv_ || !expected_) {
+      std::fprintf(stderr, "%s: cannot allocate %zu bytes of buffers\n", c_.name, sendBytesCap_ + 2 * recvBytesCap_);
+      return false;
+    }
+    // Touch every page so first-touch faults stay out of the timings.
+    std::memset(send_, 0, sendBytesCap_);
+    std::memset(recv_, 0, recvBytesCap_);
+    std::memset(expected_, 0, recvBytesCap_);
+    return true;
+  }
+
+  ~Sweep() {
+    std::free(send_);
+    std::free(recv_);
+    std::free(expected_);
+  }
+
+  bool run(double* busbwSum, int* rows, uint64_t* wrongTotal) {
+    for (fwDataType_t type : o_.types) {
+      for (fwRedOp_t op : o_.ops) {
+        for (size_t bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = next(bytes)) {
+          const size_t es = check::elementSize(type);
+          size_t count = bytes / es;
+          PerfBuffers b{send_, recv_, count, type, op, o_.root, comm_, rank_, nranks_};
+          Measurement out, in;
+          if (!measure(b, false, &out) || !measure(b, true, &in)) return false;
+          double sizeBytes = static_cast<double>(count * es);
+          double algOut = sizeBytes / out.timeUs / 1e3, algIn = sizeBytes / in.timeUs / 1e3;
+          double factor = c_.busFactor(nranks_);
+          if (rank_ == 0) {
+            std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6llu  %7.2f  %6.2f  %6.2f  %6llu\n",
+                        count * es, count, typeName(type), c_.usesOp ? kOpNames[op] : "none",
+                        c_.usesRoot ? o_.root : -1, out.timeUs, algOut, algOut * factor,
+                        static_cast<unsigned long long>(out.wrong), in.timeUs, algIn, algIn * factor,
+                        static_cast<unsigned long long>(in.wrong));
+            std::fflush(stdout);
+          }
+          *busbwSum += (algOut + algIn) / 2 * factor;
+          ++*rows;
+          *wrongTotal += out.wrong + in.wrong;
+          if (bytes == o_.maxBytes) break;
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  size_t next(size_t bytes) const {
+    size_t n = o_.stepFactor > 1 ? static_cast<size_t>(bytes * o_.stepFactor) : bytes + o_.stepBytes;
+    if (n <= bytes) n = bytes + 1;
+    return std::min(n, bytes < o_.maxBytes ? o_.maxBytes : n);
+  }
+
+  PerfBuffers forPlacement(PerfBuffers b, bool inPlace) const {
+    if (inPlace) b.send = c_.inPlaceSend(b);
+    return b;
+  }
+
+  bool measure(PerfBuffers base, bool inPlace, Measurement* m) {
+    PerfBuffers b = forPlacement(base, inPlace);
+    for (int i = 0; i < o_.warmup; ++i) FW_CHECK(c_.run(b));
+    FW_CHECK(fwBarrier(comm_, nullptr));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) FW_CHECK(c_.run(b));
+    auto t1 = std::chrono::steady_clock::now();
+    double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters;
+    if (!combineTime(us, &m->timeUs)) return false;
+    if (o_.check) {
+      ++seed_;
+      c_.fillInput(b, seed_);
+      FW_CHECK(c_.run(b));
+      size_t compare = c_.fillExpected(b, expected_, seed_);
+      uint64_t wrong = check::countWrong(recv_, expected_, b.datatype, compare);
+      FW_CHECK(fwAllReduce(&wrong, &m->wrong, 1, fwUint64, fwSum, comm_, nullptr));
+    }
+    return true;
+  }
+
+  bool combineTime(double mine, double* out) {
+    static const fwRedOp_t kOps[] = {fwSum, fwSum, fwMin, fwMax};
+    double combined = 0;
+    FW_CHECK(fwAllReduce(&mine, &combined, 1, fwFloat64, kOps[o_.average], comm_, nullptr));
+    if (o_.average == 1) combined /= nranks_;
+    if (o_.average == 0) {
+      combined = mine;
+      FW_CHECK(fwBroadcast(&combined, &combined, 1, fwFloat64, 0, comm_, nullptr));
+    }
+    *out = combined;
+    return true;
+  }
+
+  const PerfCollective& c_;
+  const Options& o_;
+  fwComm_t comm_;
+  int rank_, nranks_;
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+  void* expected_ = nullptr;
+  size_t sendBytesCap_ = 0, recvBytesCap_ = 0;
+  int seed_ = 0;
+};
+
+void printHeader(const PerfCollective& c, const Options& o, int nranks) {
+  std::printf("# %s: Fairway %d.%d.%d, %d ranks, minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d "
+              "validation: %d\n#\n",
+              c.name, FAIRWAY_MAJOR, FAIRWAY_MINOR, FAIRWAY_PATCH, nranks, o.minBytes, o.maxBytes,
+              o.stepFactor > 1 ? (std::to_string(o.stepFactor) + "(factor)").c_str()
+                               : (std::to_string(o.stepBytes) + "(bytes)").c_str(),
+              o.warmup, o.iters, o.check);
+  std::printf("#%70s%42s\n", "out-of-place", "in-place");
+  std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
+              "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
+              "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int runPerf(int argc, char** argv, const PerfCollective& collective) {
+  Options o;
+  if (!parseOptions(argc, argv, collective.usesOp, &o)) {
+    usage(argv[0]);
+    return 2;
+  }
+  fwComm_t comm = nullptr;
+  if (fwCommInitFromEnv(&comm) != fwSuccess) {
+    std::fprintf(stderr, "%s: cannot create the communicator: %s\n", collective.name, fwGetLastErrorMessage());
+    return 1;
+  }
+  int rank = 0, nranks = 1;
+  fwCommUserRank(comm, &rank);
+  fwCommCount(comm, &nranks);
+  if (collective.usesRoot && o.root >= nranks) {
+    std::fprintf(stderr, "%s: -r %d is not a rank of %d\n", collective.name, o.root, nranks);
+    fwCommDestroy(comm);
+    return 2;
+  }
+  if (rank == 0) printHeader(collective, o, nranks);
+
+  double busbwSum = 0;
+  int rows = 0;
+  uint64_t wrong = 0;
+  bool ok;
+  {
+    Sweep sweep(collective, o, comm, rank, nranks);
+    ok = sweep.allocate() && sweep.run(&busbwSum, &rows, &wrong);
+  }
+  if (ok && rank == 0) {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(wrong), wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g \n", rows ? busbwSum / rows : 0.0);
+    std::printf("# Peak RSS (rank 0)    : %.1f MiB\n#\n", usage.ru_maxrss / 1024.0);
+  }
+  fwResult_t destroyed = fwCommDestroy(comm);
+  if (destroyed != fwSuccess) {
+    std::fprintf(stderr, "%s: fwCommDestroy: %s\n", collective.name, fwGetLastErrorMessage());
+  }
+  return ok && wrong == 0 && destroyed == fwSuccess ? 0 : 1;
+}
+
+}  // namespace fairway::perf

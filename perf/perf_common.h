@@ -1,0 +1,48 @@
+// The driver every perf binary shares: nccl-tests' flags, sweep, timing,
+// #wrong check and output columns. A binary describes its collective in a
+// PerfCollective and hands it to runPerf().
+#pragma once
+
+#include <cstddef>
+
+#include "fairway/fairway.h"
+
+namespace fairway::perf {
+
+struct PerfBuffers {
+  void* send;
+  void* recv;
+  size_t count;  // nccl-tests' count column: elements of the per-rank size
+  fwDataType_t datatype;
+  fwRedOp_t op;
+  int root;
+  fwComm_t comm;
+  int rank;
+  int nranks;
+};
+
+struct PerfCollective {
+  const char* name;
+  bool usesOp;
+  bool usesRoot;
+  // Elements each rank's send and recv buffers hold for nccl-tests' count.
+  size_t (*sendElements)(size_t count, int nranks);
+  size_t (*recvElements)(size_t count, int nranks);
+  // busbw = algbw * busFactor(nranks), nccl-tests' formula.
+  double (*busFactor)(int nranks);
+  // Where the send data lives inside recv for the in-place run.
+  void* (*inPlaceSend)(const PerfBuffers& b);
+  fwResult_t (*run)(const PerfBuffers& b);
+  // Fills b.send with this rank's input (seed varies it).
+  void (*fillInput)(const PerfBuffers& b, int seed);
+  // Fills expected with what b.recv must hold afterwards; returns how many
+  // elements of recv to compare (0 where this rank receives nothing).
+  size_t (*fillExpected)(const PerfBuffers& b, void* expected, int seed);
+};
+
+// Parses nccl-tests flags, creates the communicator from the launcher's
+// environment, runs the sweep and prints the table on rank 0. Returns the
+// process exit status: non-zero on any error or wrong value.
+int runPerf(int argc, char** argv, const PerfCollective& collective);
+
+}  // namespace fairway::perf

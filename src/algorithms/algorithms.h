@@ -1,0 +1,43 @@
+// Every algorithm, written once against CollectiveContext. Each returns
+// finished results: with fwAvg, the division is already applied.
+#pragma once
+
+#include "algorithms/context.h"
+
+namespace fairway {
+
+// Reduces the n chunks of send (layout.n == ctx.size()) so this rank ends
+// with chunk ctx.rank() in out. out may be send's own chunk (in place).
+Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, const ChunkLayout& layout);
+// buf holds this rank's chunk at its offset; fills in every other chunk.
+Status ringAllgather(CollectiveContext& ctx, void* buf, const ChunkLayout& layout);
+// Ring reduce-scatter then ring allgather: bandwidth-optimal for large buffers.
+Status ringAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+// Recursive halving then doubling: fewer steps for small and medium buffers.
+Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+// log2(n) steps: best for small per-rank blocks.
+Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t sendcount);
+// buf is the source on root and the destination elsewhere.
+Status binomialBroadcast(CollectiveContext& ctx, void* buf, size_t count, int root);
+// recv is written on root only.
+Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
+
+// Where rank i's block sits: counts/displs arrays, or uniform blocks.
+struct BlockMap {
+  const size_t* counts = nullptr;
+  const size_t* displs = nullptr;
+  size_t uniform = 0;
+  size_t count(int i) const { return counts ? counts[i] : uniform; }
+  size_t displ(int i) const { return displs ? displs[i] : uniform * static_cast<size_t>(i); }
+};
+// send and recv must not overlap (the caller stages an in-place alltoall).
+Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap& sendBlocks, void* recv,
+                        const BlockMap& recvBlocks);
+// recv (n * count) is written on root only.
+Status linearGather(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
+// send (n * count) is read on root only.
+Status linearScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
+// Every rank returns only after every rank has entered.
+Status disseminationBarrier(CollectiveContext& ctx);
+
+}  // namespace fairway

@@ -1,0 +1,84 @@
+// What an algorithm works with: a group of ranks (the communicator, or a
+// subset of it), tagged sends and receives to group members, bounded waits,
+// the reduction, and reusable scratch memory. Algorithms see nothing else.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/chunk_layout.h"
+#include "comm/messenger.h"
+#include "comm/scratch.h"
+#include "comm/tags.h"
+#include "core/reducer.h"
+
+namespace fairway {
+
+struct PipelineSettings {
+  size_t segmentBytes = 256 * 1024;
+  int depth = 4;  // segments in flight per peer
+};
+
+class CollectiveContext {
+ public:
+  // groupRanks maps group index to communicator rank; empty means the whole
+  // communicator in rank order.
+  CollectiveContext(Messenger& messenger, Scratch& scratch, const std::vector<int>& groupRanks, uint32_t sequence,
+                    uint8_t signature, size_t elementSize, const Reducer* reducer, PipelineSettings pipeline)
+      : messenger_(messenger), scratch_(scratch), groupRanks_(groupRanks), sequence_(sequence),
+        signature_(signature), elementSize_(elementSize), reducer_(reducer), pipeline_(pipeline) {
+    if (groupRanks_.empty()) {
+      rank_ = messenger.rank();
+      size_ = messenger.size();
+    } else {
+      size_ = static_cast<int>(groupRanks_.size());
+      for (int i = 0; i < size_; ++i) if (groupRanks_[i] == messenger.rank()) rank_ = i;
+    }
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t elementSize() const { return elementSize_; }
+  const Reducer& reducer() const { return *reducer_; }
+  Scratch& scratch() { return scratch_; }
+  // Pipeline segment in elements (at least one).
+  Segments segments() const {
+    size_t elems = pipeline_.segmentBytes / elementSize_;
+    return Segments{elems > 0 ? elems : 1};
+  }
+  int pipelineDepth() const { return pipeline_.depth; }
+
+  // step distinguishes messages between one pair within a collective; both
+  // sides must number them alike (only its low 10 bits travel).
+  Status send(int peer, const void* buf, size_t elems, uint32_t step, Pending* out) {
+    int dest = commRank(peer);
+    return messenger_.send(dest, buf, elems * elementSize_,
+                           Tag::collective(messenger_.rank(), sequence_, signature_, step), out);
+  }
+  Status recv(int peer, void* buf, size_t elems, uint32_t step, Pending* out) {
+    int source = commRank(peer);
+    return messenger_.recv(source, buf, elems * elementSize_, Tag::collective(source, sequence_, signature_, step),
+                           out);
+  }
+  Status wait(Pending* p) { return messenger_.wait(p); }
+  Status waitAll(Pending* list, size_t count) { return messenger_.waitAll(list, count); }
+
+  char* at(void* base, size_t elems) const { return static_cast<char*>(base) + elems * elementSize_; }
+  const char* at(const void* base, size_t elems) const { return static_cast<const char*>(base) + elems * elementSize_; }
+
+ private:
+  int commRank(int groupIndex) const { return groupRanks_.empty() ? groupIndex : groupRanks_[groupIndex]; }
+
+  Messenger& messenger_;
+  Scratch& scratch_;
+  const std::vector<int>& groupRanks_;
+  uint32_t sequence_;
+  uint8_t signature_;
+  size_t elementSize_;
+  const Reducer* reducer_;
+  PipelineSettings pipeline_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace fairway

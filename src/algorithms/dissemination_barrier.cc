@@ -1,0 +1,23 @@
+// Dissemination barrier: in round k each rank signals r + 2^k and waits for
+// r - 2^k; after ceil(log2 n) rounds every rank has heard, transitively,
+// from every other.
+#include "algorithms/algorithms.h"
+
+namespace fairway {
+
+Status disseminationBarrier(CollectiveContext& ctx) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  char token = 0;
+  char incoming = 0;
+  uint32_t round = 0;
+  for (int distance = 1; distance < n; distance *= 2, ++round) {
+    Pending* p = ctx.scratch().pendings(2);
+    FW_RETURN_IF_ERROR(ctx.recv(positiveMod(r - distance, n), &incoming, 1, round, &p[0]));
+    FW_RETURN_IF_ERROR(ctx.send((r + distance) % n, &token, 1, round, &p[1]));
+    FW_RETURN_IF_ERROR(ctx.waitAll(p, 2));
+  }
+  return Status::ok();
+}
+
+}  // namespace fairway

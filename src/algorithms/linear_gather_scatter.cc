@@ -1,0 +1,43 @@
+// Gather and scatter straight between the root and every rank: the root
+// keeps all n-1 transfers in flight at once; the network does the rest.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+
+namespace fairway {
+
+Status linearGather(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (r != root) {
+    Pending* p = ctx.scratch().pendings(1);
+    FW_RETURN_IF_ERROR(ctx.send(root, send, count, 0, p));
+    return ctx.wait(p);
+  }
+  void* mine = ctx.at(recv, count * r);
+  if (mine != send) std::memcpy(mine, send, count * ctx.elementSize());
+  Pending* p = ctx.scratch().pendings(n);
+  for (int i = 0; i < n; ++i) {
+    if (i != r) FW_RETURN_IF_ERROR(ctx.recv(i, ctx.at(recv, count * i), count, 0, &p[i]));
+  }
+  return ctx.waitAll(p, n);
+}
+
+Status linearScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (r != root) {
+    Pending* p = ctx.scratch().pendings(1);
+    FW_RETURN_IF_ERROR(ctx.recv(root, recv, count, 0, p));
+    return ctx.wait(p);
+  }
+  const void* mine = ctx.at(send, count * r);
+  if (mine != recv) std::memcpy(recv, mine, count * ctx.elementSize());
+  Pending* p = ctx.scratch().pendings(n);
+  for (int i = 0; i < n; ++i) {
+    if (i != r) FW_RETURN_IF_ERROR(ctx.send(i, ctx.at(send, count * i), count, 0, &p[i]));
+  }
+  return ctx.waitAll(p, n);
+}
+
+}  // namespace fairway

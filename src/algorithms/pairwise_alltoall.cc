@@ -1,0 +1,29 @@
+// Pairwise-exchange all-to-all: at step s rank r sends to r+s and receives
+// from r-s, so every step is a perfect matching and no rank is swamped.
+// A window of steps is kept in flight to hide latency.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+
+namespace fairway {
+
+Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap& sendBlocks, void* recv,
+                        const BlockMap& recvBlocks) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  std::memcpy(ctx.at(recv, recvBlocks.displ(r)), ctx.at(send, sendBlocks.displ(r)),
+              sendBlocks.count(r) * ctx.elementSize());
+  const int window = ctx.pipelineDepth();
+  Pending* p = ctx.scratch().pendings(2 * window);
+  for (int s = 1; s < n; ++s) {
+    int to = (r + s) % n;
+    int from = positiveMod(r - s, n);
+    Pending* slot = &p[2 * ((s - 1) % window)];
+    FW_RETURN_IF_ERROR(ctx.waitAll(slot, 2));
+    FW_RETURN_IF_ERROR(ctx.recv(from, ctx.at(recv, recvBlocks.displ(from)), recvBlocks.count(from), 0, &slot[0]));
+    FW_RETURN_IF_ERROR(ctx.send(to, ctx.at(send, sendBlocks.displ(to)), sendBlocks.count(to), 0, &slot[1]));
+  }
+  return ctx.waitAll(p, 2 * window);
+}
+
+}  // namespace fairway

@@ -1,0 +1,108 @@
+// Rabenseifner's allreduce: recursive-halving reduce-scatter, then
+// recursive-doubling allgather, over the largest power of two p <= n ranks.
+// With n = p + rem, the first 2*rem ranks pair up first: each even one hands
+// its data to its odd neighbour and sits out, and gets the result at the end.
+// log2(p) steps each way, so it beats the ring when latency dominates.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+
+namespace fairway {
+namespace {
+
+struct Exchange {
+  CollectiveContext& ctx;
+  // Sends sendElems from sendBuf to peer while receiving recvElems into recvBuf.
+  Status run(int peer, const void* sendBuf, size_t sendElems, void* recvBuf, size_t recvElems, uint32_t step) {
+    Pending* p = ctx.scratch().pendings(2);
+    FW_RETURN_IF_ERROR(ctx.recv(peer, recvBuf, recvElems, step, &p[0]));
+    FW_RETURN_IF_ERROR(ctx.send(peer, sendBuf, sendElems, step, &p[1]));
+    return ctx.waitAll(p, 2);
+  }
+};
+
+}  // namespace
+
+Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const Reducer& reducer = ctx.reducer();
+  if (send != recv) std::memcpy(recv, send, count * ctx.elementSize());
+  if (n == 1) {
+    reducer.finalize(recv, count);
+    return Status::ok();
+  }
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int rem = n - p;
+  char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
+  Exchange exchange{ctx};
+  uint32_t step = 0;
+
+  // Fold the extra ranks in: even ranks below 2*rem give their data away.
+  int vrank;
+  if (r < 2 * rem) {
+    Pending* pending = ctx.scratch().pendings(1);
+    if (r % 2 == 0) {
+      FW_RETURN_IF_ERROR(ctx.send(r + 1, recv, count, step, pending));
+      FW_RETURN_IF_ERROR(ctx.wait(pending));
+      vrank = -1;
+    } else {
+      FW_RETURN_IF_ERROR(ctx.recv(r - 1, tmp, count, step, pending));
+      FW_RETURN_IF_ERROR(ctx.wait(pending));
+      reducer.combine(recv, recv, tmp, count);
+      vrank = r / 2;
+    }
+  } else {
+    vrank = r - rem;
+  }
+  ++step;
+  auto realRank = [rem](int v) { return v < rem ? 2 * v + 1 : v + rem; };
+
+  if (vrank >= 0) {
+    const ChunkLayout blocks{count, p};
+    auto offsetOf = [&](int block) { return blocks.chunkOffset(block); };
+    // Halving: keep the half of the block range the partner does not keep.
+    int lo = 0, hi = p;
+    for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
+      int partner = vrank ^ mask;
+      int mid = (lo + hi) / 2;
+      bool keepLow = vrank < partner;
+      int keepLo = keepLow ? lo : mid, keepHi = keepLow ? mid : hi;
+      int giveLo = keepLow ? mid : lo, giveHi = keepLow ? hi : mid;
+      size_t keepElems = offsetOf(keepHi) - offsetOf(keepLo);
+      FW_RETURN_IF_ERROR(exchange.run(realRank(partner), ctx.at(recv, offsetOf(giveLo)),
+                                      offsetOf(giveHi) - offsetOf(giveLo), tmp, keepElems, step));
+      reducer.combine(ctx.at(recv, offsetOf(keepLo)), ctx.at(recv, offsetOf(keepLo)), tmp, keepElems);
+      lo = keepLo;
+      hi = keepHi;
+    }
+    reducer.finalize(ctx.at(recv, offsetOf(lo)), offsetOf(hi) - offsetOf(lo));
+    // Doubling: swap what each side has until everyone has every block.
+    for (int mask = 1; mask < p; mask *= 2, ++step) {
+      int partner = vrank ^ mask;
+      int width = hi - lo;
+      int partnerLo = (vrank & mask) ? lo - width : lo + width;
+      int partnerHi = partnerLo + width;
+      FW_RETURN_IF_ERROR(exchange.run(realRank(partner), ctx.at(recv, offsetOf(lo)), offsetOf(hi) - offsetOf(lo),
+                                      ctx.at(recv, offsetOf(partnerLo)), offsetOf(partnerHi) - offsetOf(partnerLo),
+                                      step));
+      lo = std::min(lo, partnerLo);
+      hi = std::max(hi, partnerHi);
+    }
+  }
+
+  // Hand the result back to the ranks that sat out.
+  if (r < 2 * rem) {
+    Pending* pending = ctx.scratch().pendings(1);
+    if (r % 2 == 0) {
+      FW_RETURN_IF_ERROR(ctx.recv(r + 1, recv, count, step, pending));
+    } else {
+      FW_RETURN_IF_ERROR(ctx.send(r - 1, recv, count, step, pending));
+    }
+    FW_RETURN_IF_ERROR(ctx.wait(pending));
+  }
+  return Status::ok();
+}
+
+}  // namespace fairway

@@ -1,0 +1,237 @@
+// C entry points for collectives, point-to-point messages and requests.
+// Each builds a CollectiveArgs, validates it, and runs it now or queues it.
+#include "api/handles.h"
+#include "api/validate.h"
+#include "core/datatype.h"
+#include "core/errors.h"
+
+using namespace fairway;
+
+namespace {
+
+CollectiveArgs makeArgs(CollectiveKind kind, const void* send, void* recv, size_t count, fwDataType_t datatype,
+                        fwRedOp_t op = fwSum, int root = 0) {
+  CollectiveArgs a;
+  a.kind = kind;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.datatype = datatype;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
+CollectiveArgs makeAllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                             const size_t* recvcounts, const size_t* rdispls, fwDataType_t datatype) {
+  CollectiveArgs a = makeArgs(CollectiveKind::AllToAllv, send, recv, 0, datatype);
+  a.sendcounts = sendcounts;
+  a.sdispls = sdispls;
+  a.recvcounts = recvcounts;
+  a.rdispls = rdispls;
+  return a;
+}
+
+Status prepare(fwComm_t comm, const CollectiveArgs& args, Communicator** impl) {
+  FW_RETURN_IF_ERROR(lookupComm(comm, impl));
+  return validateCollective(args, (*impl)->rank(), (*impl)->size());
+}
+
+fwResult_t blocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
+  Communicator* impl = nullptr;
+  Status st = validateStream(stream);
+  if (st.isOk()) st = prepare(comm, args, &impl);
+  if (st.isOk()) st = impl->collective(args);
+  return reportToCaller(st.withContext(collectiveName(args.kind)));
+}
+
+fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, const CollectiveArgs& args) {
+  if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "request is NULL"));
+  *request = nullptr;
+  Communicator* impl = nullptr;
+  Status st = prepare(comm, args, &impl);
+  std::shared_ptr<AsyncOperation> operation;
+  if (st.isOk()) st = impl->startCollective(args, &operation);
+  if (st.isOk()) *request = new fwRequest{comm, std::move(operation), Pending{}};
+  return reportToCaller(st.withContext(collectiveName(args.kind)));
+}
+
+Status postMessage(bool isSend, fwComm_t comm, const void* buf, size_t count, fwDataType_t datatype, int peer,
+                   Pending* out) {
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
+  FW_RETURN_IF_ERROR(
+      validatePointToPoint(buf, count, datatype, peer, impl->size(), isSend ? "sendbuff" : "recvbuff"));
+  size_t bytes = count * datatypeSize(datatype);
+  return isSend ? impl->postSend(buf, bytes, peer, out) : impl->postRecv(const_cast<void*>(buf), bytes, peer, out);
+}
+
+fwResult_t blockingMessage(bool isSend, fwComm_t comm, fwStream_t stream, const void* buf, size_t count,
+                           fwDataType_t datatype, int peer) {
+  Pending pending;
+  Status st = validateStream(stream);
+  if (st.isOk()) st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
+  if (st.isOk()) st = comm->impl->messenger().wait(&pending);
+  return reportToCaller(st.withContext(isSend ? "send" : "recv"));
+}
+
+fwResult_t nonBlockingMessage(bool isSend, fwComm_t comm, const void* buf, size_t count, fwDataType_t datatype,
+                              int peer, fwRequest_t* request) {
+  if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "request is NULL"));
+  *request = nullptr;
+  Pending pending;
+  Status st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
+  if (st.isOk()) *request = new fwRequest{comm, nullptr, pending};
+  return reportToCaller(st.withContext(isSend ? "isend" : "irecv"));
+}
+
+// A send/recv request needs its communicator alive to make progress.
+Status messengerOf(fwRequest_t request, Messenger** out) {
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(lookupComm(request->comm, &impl).withContext("the request's communicator"));
+  *out = &impl->messenger();
+  return Status::ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+fwResult_t fwAllReduce(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwRedOp_t op,
+                       fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::AllReduce, sendbuff, recvbuff, count, datatype, op));
+}
+fwResult_t fwReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, fwDataType_t datatype,
+                           fwRedOp_t op, fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op));
+}
+fwResult_t fwAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, fwDataType_t datatype, fwComm_t comm,
+                       fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::AllGather, sendbuff, recvbuff, sendcount, datatype));
+}
+fwResult_t fwBroadcast(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, int root,
+                       fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::Broadcast, sendbuff, recvbuff, count, datatype, fwSum, root));
+}
+fwResult_t fwReduce(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwRedOp_t op, int root,
+                    fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::Reduce, sendbuff, recvbuff, count, datatype, op, root));
+}
+fwResult_t fwAllToAll(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwComm_t comm,
+                      fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::AllToAll, sendbuff, recvbuff, count, datatype));
+}
+fwResult_t fwAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                       const size_t* recvcounts, const size_t* rdispls, fwDataType_t datatype, fwComm_t comm,
+                       fwStream_t stream) {
+  return blocking(comm, stream, makeAllToAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype));
+}
+fwResult_t fwGather(const void* sendbuff, void* recvbuff, size_t sendcount, fwDataType_t datatype, int root,
+                    fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::Gather, sendbuff, recvbuff, sendcount, datatype, fwSum, root));
+}
+fwResult_t fwScatter(const void* sendbuff, void* recvbuff, size_t recvcount, fwDataType_t datatype, int root,
+                     fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::Scatter, sendbuff, recvbuff, recvcount, datatype, fwSum, root));
+}
+fwResult_t fwBarrier(fwComm_t comm, fwStream_t stream) {
+  return blocking(comm, stream, makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8));
+}
+fwResult_t fwSend(const void* sendbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
+                  fwStream_t stream) {
+  return blockingMessage(true, comm, stream, sendbuff, count, datatype, peer);
+}
+fwResult_t fwRecv(void* recvbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm, fwStream_t stream) {
+  return blockingMessage(false, comm, stream, recvbuff, count, datatype, peer);
+}
+
+fwResult_t fwIallReduce(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwRedOp_t op,
+                        fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::AllReduce, sendbuff, recvbuff, count, datatype, op));
+}
+fwResult_t fwIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, fwDataType_t datatype,
+                            fwRedOp_t op, fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request,
+                     makeArgs(CollectiveKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op));
+}
+fwResult_t fwIallGather(const void* sendbuff, void* recvbuff, size_t sendcount, fwDataType_t datatype, fwComm_t comm,
+                        fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::AllGather, sendbuff, recvbuff, sendcount, datatype));
+}
+fwResult_t fwIbroadcast(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, int root,
+                        fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request,
+                     makeArgs(CollectiveKind::Broadcast, sendbuff, recvbuff, count, datatype, fwSum, root));
+}
+fwResult_t fwIreduce(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwRedOp_t op,
+                     int root, fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::Reduce, sendbuff, recvbuff, count, datatype, op, root));
+}
+fwResult_t fwIallToAll(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwComm_t comm,
+                       fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::AllToAll, sendbuff, recvbuff, count, datatype));
+}
+fwResult_t fwIallToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                        const size_t* recvcounts, const size_t* rdispls, fwDataType_t datatype, fwComm_t comm,
+                        fwRequest_t* request) {
+  return nonBlocking(comm, request,
+                     makeAllToAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype));
+}
+fwResult_t fwIgather(const void* sendbuff, void* recvbuff, size_t sendcount, fwDataType_t datatype, int root,
+                     fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request,
+                     makeArgs(CollectiveKind::Gather, sendbuff, recvbuff, sendcount, datatype, fwSum, root));
+}
+fwResult_t fwIscatter(const void* sendbuff, void* recvbuff, size_t recvcount, fwDataType_t datatype, int root,
+                      fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request,
+                     makeArgs(CollectiveKind::Scatter, sendbuff, recvbuff, recvcount, datatype, fwSum, root));
+}
+fwResult_t fwIbarrier(fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8));
+}
+fwResult_t fwIsend(const void* sendbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
+                   fwRequest_t* request) {
+  return nonBlockingMessage(true, comm, sendbuff, count, datatype, peer, request);
+}
+fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
+                   fwRequest_t* request) {
+  return nonBlockingMessage(false, comm, recvbuff, count, datatype, peer, request);
+}
+
+fwResult_t fwTest(fwRequest_t request, int* done) {
+  if (request == nullptr || done == nullptr) {
+    return reportToCaller(Status(fwInvalidPointer, request == nullptr ? "fwTest: request is NULL" : "fwTest: done is NULL"));
+  }
+  *done = 0;
+  Status st;
+  if (request->operation) {
+    if (!request->operation->isDone()) return fwSuccess;
+    st = request->operation->wait();
+  } else {
+    Messenger* messenger = nullptr;
+    st = messengerOf(request, &messenger);
+    bool finished = false;
+    if (st.isOk()) st = messenger->test(&request->message, &finished);
+    if (st.isOk() && !finished) return fwSuccess;
+  }
+  *done = 1;
+  delete request;
+  return reportToCaller(st.withContext("fwTest"));
+}
+
+fwResult_t fwWait(fwRequest_t request) {
+  if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwWait: request is NULL"));
+  Status st;
+  if (request->operation) {
+    st = request->operation->wait();
+  } else {
+    Messenger* messenger = nullptr;
+    st = messengerOf(request, &messenger);
+    if (st.isOk()) st = messenger->wait(&request->message);
+  }
+  delete request;
+  return reportToCaller(st.withContext("fwWait"));
+}
+
+}  // extern "C"

@@ -1,0 +1,155 @@
+// C entry points that create, split, query and destroy communicators.
+#include <arpa/inet.h>
+
+#include <memory>
+
+#include "api/handles.h"
+#include "bootstrap/client.h"
+#include "bootstrap/launcher_env.h"
+#include "bootstrap/root.h"
+#include "comm/tags.h"
+#include "core/errors.h"
+#include "core/log.h"
+
+using namespace fairway;
+
+namespace {
+
+Status initFromBootstrap(const BootstrapId& id, int rank, int nranks, const Config& config, fwComm_t* comm) {
+  BootstrapClient client;
+  FW_RETURN_IF_ERROR(BootstrapClient::join(id, rank, nranks, config.timeoutMs, &client));
+  Communicator::OobAllgather oob = [&](const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
+    return client.allgather(mine, all);
+  };
+  std::unique_ptr<Communicator> impl;
+  Status st = Communicator::create(oob, rank, nranks, config, &impl);
+  client.leave();
+  FW_RETURN_IF_ERROR(st);
+  *comm = registerComm(std::move(impl));
+  return Status::ok();
+}
+
+Status checkRankAndSize(int rank, int nranks) {
+  if (nranks < 1 || static_cast<uint64_t>(nranks) > kMaxTagRanks) {
+    return Status(fwInvalidArgument, "nranks " + std::to_string(nranks) + " is not in [1, " +
+                                         std::to_string(kMaxTagRanks) + "]");
+  }
+  if (rank < 0 || rank >= nranks) {
+    return Status(fwInvalidRank, "rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+fwResult_t fwGetUniqueId(fwUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return reportToCaller(Status(fwInvalidPointer, "uniqueId is NULL"));
+  Config config;
+  Status st = Config::fromEnvironment(&config);
+  SocketAddress listenAddress;
+  if (st.isOk()) st = findInterfaceAddress(config.socketIfname, &listenAddress);
+  BootstrapId id;
+  if (st.isOk()) st = randomSecret(id.secret);
+  if (st.isOk()) st = startBootstrapRoot(listenAddress, id.secret, config.timeoutMs, &id);
+  if (st.isOk()) encodeUniqueId(id, uniqueId);
+  return reportToCaller(st.withContext("fwGetUniqueId"));
+}
+
+fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank) {
+  if (comm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommInitRank: comm is NULL"));
+  *comm = nullptr;
+  Status st = checkRankAndSize(rank, nranks);
+  BootstrapId id;
+  if (st.isOk()) st = decodeUniqueId(commId, &id);
+  Config config;
+  if (st.isOk()) st = Config::fromEnvironment(&config);
+  if (st.isOk()) st = initFromBootstrap(id, rank, nranks, config, comm);
+  return reportToCaller(st.withContext("fwCommInitRank"));
+}
+
+fwResult_t fwCommInitFromEnv(fwComm_t* comm) {
+  if (comm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommInitFromEnv: comm is NULL"));
+  *comm = nullptr;
+  Config config;
+  Status st = Config::fromEnvironment(&config);
+  LauncherEnvironment launch;
+  if (st.isOk()) st = readLauncherEnvironment(config, &launch);
+  if (st.isOk() && launch.hostsRoot) {
+    // Listen on every interface at the root's port: MASTER_ADDR may name
+    // this host by an address it does not bind directly.
+    SocketAddress any = launch.id.root;
+    if (any.storage.ss_family == AF_INET) {
+      reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_ANY);
+    } else {
+      reinterpret_cast<sockaddr_in6*>(&any.storage)->sin6_addr = in6addr_any;
+    }
+    BootstrapId bound;
+    st = startBootstrapRoot(any, launch.id.secret, config.timeoutMs, &bound);
+  }
+  if (st.isOk()) {
+    FW_LOG(Info, Init, "rank %d of %d from %s, bootstrap root %s", launch.rank, launch.size, launch.launcher.c_str(),
+           launch.id.root.toString().c_str());
+    st = initFromBootstrap(launch.id, launch.rank, launch.size, config, comm);
+  }
+  return reportToCaller(st.withContext("fwCommInitFromEnv"));
+}
+
+fwResult_t fwCommSplit(fwComm_t comm, int color, int key, fwComm_t* newcomm) {
+  if (newcomm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommSplit: newcomm is NULL"));
+  *newcomm = nullptr;
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (st.isOk() && color < 0 && color != FAIRWAY_SPLIT_NOCOLOR) {
+    st = Status(fwInvalidArgument, "color " + std::to_string(color) + " is negative but not FAIRWAY_SPLIT_NOCOLOR");
+  }
+  std::unique_ptr<Communicator> child;
+  if (st.isOk()) st = impl->split(color, key, &child);
+  if (st.isOk() && child) *newcomm = registerComm(std::move(child));
+  return reportToCaller(st.withContext("fwCommSplit"));
+}
+
+fwResult_t fwCommDestroy(fwComm_t comm) {
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (!st.isOk()) return reportToCaller(st.withContext("fwCommDestroy"));
+  st = impl->destroy();
+  unregisterComm(comm);
+  return reportToCaller(st.withContext("fwCommDestroy"));
+}
+
+fwResult_t fwCommAbort(fwComm_t comm) {
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (!st.isOk()) return reportToCaller(st.withContext("fwCommAbort"));
+  impl->abort();
+  unregisterComm(comm);
+  return fwSuccess;
+}
+
+fwResult_t fwCommCount(const fwComm_t comm, int* count) {
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (st.isOk() && count == nullptr) st = Status(fwInvalidPointer, "count is NULL");
+  if (st.isOk()) *count = impl->size();
+  return reportToCaller(st.withContext("fwCommCount"));
+}
+
+fwResult_t fwCommUserRank(const fwComm_t comm, int* rank) {
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (st.isOk() && rank == nullptr) st = Status(fwInvalidPointer, "rank is NULL");
+  if (st.isOk()) *rank = impl->rank();
+  return reportToCaller(st.withContext("fwCommUserRank"));
+}
+
+fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError) {
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (st.isOk() && asyncError == nullptr) st = Status(fwInvalidPointer, "asyncError is NULL");
+  if (st.isOk()) *asyncError = impl->messenger().brokenStatus().code();
+  return reportToCaller(st.withContext("fwCommGetAsyncError"));
+}
+
+}  // extern "C"

@@ -1,0 +1,192 @@
+#include "api/validate.h"
+
+#include <cstdint>
+#include <string>
+
+#include "core/datatype.h"
+
+namespace fairway {
+namespace {
+
+// The largest buffer any call may describe; beyond it byte offsets overflow.
+constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
+
+Status checkDatatype(fwDataType_t datatype) {
+  if (!isValidDatatype(datatype)) {
+    return Status(fwInvalidDatatype, "datatype " + std::to_string(static_cast<int>(datatype)) +
+                                         " is not a fwDataType_t (0.." + std::to_string(fwNumTypes - 1) + ")");
+  }
+  return Status::ok();
+}
+
+Status checkOp(fwRedOp_t op, fwDataType_t datatype) {
+  if (!isValidOp(op)) {
+    return Status(fwInvalidOp, "op " + std::to_string(static_cast<int>(op)) + " is not a fwRedOp_t (0.." +
+                                   std::to_string(fwNumOps - 1) + ")");
+  }
+  if (!isOpDefinedFor(op, datatype)) {
+    return Status(fwOpNotSupportedForType, std::string("op ") + opName(op) + " is not defined for datatype " +
+                                               datatypeName(datatype) + " (bitwise ops take integer types)");
+  }
+  return Status::ok();
+}
+
+// count * multiplier * element size, failing if it overflows.
+Status bytesOf(size_t count, size_t multiplier, fwDataType_t datatype, const char* countName, size_t* bytes) {
+  size_t es = datatypeSize(datatype);
+  size_t elements = 0;
+  if (__builtin_mul_overflow(count, multiplier, &elements) || __builtin_mul_overflow(elements, es, bytes) ||
+      *bytes > kMaxBytes) {
+    return Status(fwInvalidCount, std::string(countName) + "=" + std::to_string(count) +
+                                      (multiplier > 1 ? " times " + std::to_string(multiplier) + " ranks" : "") +
+                                      " elements of " + datatypeName(datatype) + " overflows the address space");
+  }
+  return Status::ok();
+}
+
+Status checkBuffer(const void* buf, size_t bytes, const char* name) {
+  if (buf == nullptr && bytes > 0) {
+    return Status(fwInvalidPointer, std::string(name) + " is NULL but " + std::to_string(bytes) + " bytes are needed");
+  }
+  return Status::ok();
+}
+
+Status checkRank(int rank, int nranks, const char* name) {
+  if (rank < 0 || rank >= nranks) {
+    return Status(fwInvalidRank, std::string(name) + " " + std::to_string(rank) + " is not a rank of this " +
+                                     std::to_string(nranks) + "-rank communicator");
+  }
+  return Status::ok();
+}
+
+// Buffers a and b must not overlap, unless a starts exactly at inPlaceA:
+// the one overlap each collective defines as in place.
+Status checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, const void* inPlaceA,
+                    const char* inPlaceRule) {
+  if (a == nullptr || b == nullptr || aBytes == 0 || bBytes == 0) return Status::ok();
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  bool overlap = x < y + bBytes && y < x + aBytes;
+  if (!overlap || (inPlaceA != nullptr && a == inPlaceA)) return Status::ok();
+  return Status(fwInvalidArgument, std::string("sendbuff and recvbuff overlap without being in place (") + inPlaceRule +
+                                       ")");
+}
+
+Status validateAllToAllv(const CollectiveArgs& a, int rank, int n) {
+  if (a.sendcounts == nullptr || a.sdispls == nullptr || a.recvcounts == nullptr || a.rdispls == nullptr) {
+    return Status(fwInvalidPointer, "alltoallv needs sendcounts, sdispls, recvcounts and rdispls, one per rank");
+  }
+  size_t sendExtent = 0, recvExtent = 0;
+  for (int i = 0; i < n; ++i) {
+    size_t end = 0;
+    std::string idx = "[" + std::to_string(i) + "]";
+    if (__builtin_add_overflow(a.sdispls[i], a.sendcounts[i], &end)) {
+      return Status(fwInvalidCount, "sdispls" + idx + " + sendcounts" + idx + " overflows");
+    }
+    sendExtent = std::max(sendExtent, end);
+    if (__builtin_add_overflow(a.rdispls[i], a.recvcounts[i], &end)) {
+      return Status(fwInvalidCount, "rdispls" + idx + " + recvcounts" + idx + " overflows");
+    }
+    recvExtent = std::max(recvExtent, end);
+  }
+  if (a.sendcounts[rank] != a.recvcounts[rank]) {
+    std::string idx = "[" + std::to_string(rank) + "]";
+    return Status(fwInvalidCount, "sendcounts" + idx + " != recvcounts" + idx + " on rank " + std::to_string(rank) +
+                                      ": a rank's block to itself must fit");
+  }
+  size_t sendBytes = 0, recvBytes = 0;
+  FW_RETURN_IF_ERROR(bytesOf(sendExtent, 1, a.datatype, "sendcounts/sdispls extent", &sendBytes));
+  FW_RETURN_IF_ERROR(bytesOf(recvExtent, 1, a.datatype, "recvcounts/rdispls extent", &recvBytes));
+  FW_RETURN_IF_ERROR(checkBuffer(a.send, sendBytes, "sendbuff"));
+  FW_RETURN_IF_ERROR(checkBuffer(a.recv, recvBytes, "recvbuff"));
+  return checkOverlap(a.send, sendBytes, a.recv, recvBytes, nullptr, "alltoallv has no in-place form");
+}
+
+}  // namespace
+
+Status validateStream(fwStream_t stream) {
+  if (stream != nullptr) {
+    return Status(fwNotAvailable, "stream must be NULL: this build moves host buffers only, and CUDA streams need the "
+                                  "NCCL transport");
+  }
+  return Status::ok();
+}
+
+Status validatePointToPoint(const void* buf, size_t count, fwDataType_t datatype, int peer, int nranks,
+                            const char* bufName) {
+  FW_RETURN_IF_ERROR(checkDatatype(datatype));
+  size_t bytes = 0;
+  FW_RETURN_IF_ERROR(bytesOf(count, 1, datatype, "count", &bytes));
+  FW_RETURN_IF_ERROR(checkBuffer(buf, bytes, bufName));
+  return checkRank(peer, nranks, "peer");
+}
+
+Status validateCollective(const CollectiveArgs& a, int rank, int n) {
+  if (a.kind == CollectiveKind::Barrier) return Status::ok();
+  FW_RETURN_IF_ERROR(checkDatatype(a.datatype));
+  const size_t es = datatypeSize(a.datatype);
+  auto shifted = [&](const void* base, size_t elems) -> const void* {
+    return base ? static_cast<const char*>(base) + elems * es : nullptr;
+  };
+  size_t one = 0, all = 0;  // bytes of count elements, and of n blocks of them
+  if (a.kind != CollectiveKind::AllToAllv) {
+    FW_RETURN_IF_ERROR(bytesOf(a.count, 1, a.datatype, "count", &one));
+    FW_RETURN_IF_ERROR(bytesOf(a.count, static_cast<size_t>(n), a.datatype, "count", &all));
+  }
+  switch (a.kind) {
+    case CollectiveKind::AllReduce:
+      FW_RETURN_IF_ERROR(checkOp(a.op, a.datatype));
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, one, "sendbuff"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, one, "recvbuff"));
+      return checkOverlap(a.send, one, a.recv, one, a.recv, "in place means sendbuff == recvbuff");
+    case CollectiveKind::ReduceScatter:
+      FW_RETURN_IF_ERROR(checkOp(a.op, a.datatype));
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, all, "sendbuff"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, one, "recvbuff"));
+      return checkOverlap(a.recv, one, a.send, all, shifted(a.send, a.count * rank),
+                          "in place means recvbuff == sendbuff + rank * recvcount");
+    case CollectiveKind::AllGather:
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, one, "sendbuff"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, all, "recvbuff"));
+      return checkOverlap(a.send, one, a.recv, all, shifted(a.recv, a.count * rank),
+                          "in place means sendbuff == recvbuff + rank * sendcount");
+    case CollectiveKind::Broadcast:
+      FW_RETURN_IF_ERROR(checkRank(a.root, n, "root"));
+      if (rank == a.root) FW_RETURN_IF_ERROR(checkBuffer(a.send, one, "sendbuff (on root)"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, one, "recvbuff"));
+      if (rank != a.root) return Status::ok();
+      return checkOverlap(a.send, one, a.recv, one, a.recv, "in place means sendbuff == recvbuff");
+    case CollectiveKind::Reduce:
+      FW_RETURN_IF_ERROR(checkRank(a.root, n, "root"));
+      FW_RETURN_IF_ERROR(checkOp(a.op, a.datatype));
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, one, "sendbuff"));
+      if (rank != a.root) return Status::ok();
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, one, "recvbuff (on root)"));
+      return checkOverlap(a.send, one, a.recv, one, a.recv, "in place means sendbuff == recvbuff");
+    case CollectiveKind::AllToAll:
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, all, "sendbuff"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, all, "recvbuff"));
+      return checkOverlap(a.send, all, a.recv, all, a.recv, "in place means sendbuff == recvbuff");
+    case CollectiveKind::AllToAllv:
+      return validateAllToAllv(a, rank, n);
+    case CollectiveKind::Gather:
+      FW_RETURN_IF_ERROR(checkRank(a.root, n, "root"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, one, "sendbuff"));
+      if (rank != a.root) return Status::ok();
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, all, "recvbuff (on root)"));
+      return checkOverlap(a.send, one, a.recv, all, shifted(a.recv, a.count * rank),
+                          "in place means sendbuff == recvbuff + root * sendcount");
+    case CollectiveKind::Scatter:
+      FW_RETURN_IF_ERROR(checkRank(a.root, n, "root"));
+      FW_RETURN_IF_ERROR(checkBuffer(a.recv, one, "recvbuff"));
+      if (rank != a.root) return Status::ok();
+      FW_RETURN_IF_ERROR(checkBuffer(a.send, all, "sendbuff (on root)"));
+      return checkOverlap(a.recv, one, a.send, all, shifted(a.send, a.count * rank),
+                          "in place means recvbuff == sendbuff + root * recvcount");
+    case CollectiveKind::Barrier:
+      break;
+  }
+  return Status::ok();
+}
+
+}  // namespace fairway

@@ -1,0 +1,98 @@
+#include "bootstrap/launcher_env.h"
+
+#include <cstdlib>
+
+#include "core/log.h"
+
+namespace fairway {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+Status parseNonNegative(const char* name, const char* text, int* out) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > (1 << 20)) {
+    return Status(fwInvalidArgument, std::string(name) + "=" + text + " is not a rank count or index");
+  }
+  *out = static_cast<int>(value);
+  return Status::ok();
+}
+
+struct RankSource {
+  const char* launcher;
+  const char* rankVar;
+  const char* sizeVar;
+};
+
+const RankSource kRankSources[] = {
+    {"fairwayrun", "FAIRWAY_RANK", "FAIRWAY_WORLD_SIZE"},
+    {"torchrun", "RANK", "WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+};
+
+// Identifies this job among others on the same root address.
+std::string launcherJobId() {
+  if (const char* v = env("TORCHELASTIC_RUN_ID")) return std::string("torchrun:") + v;
+  if (const char* job = env("SLURM_JOB_ID")) {
+    const char* step = env("SLURM_STEP_ID");
+    return std::string("slurm:") + job + "." + (step ? step : "");
+  }
+  if (const char* v = env("OMPI_MCA_ess_base_jobid")) return std::string("ompi:") + v;
+  if (const char* v = env("PMIX_NAMESPACE")) return std::string("pmix:") + v;
+  return "";
+}
+
+}  // namespace
+
+Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out) {
+  const RankSource* source = nullptr;
+  for (const RankSource& s : kRankSources) {
+    if (env(s.rankVar) && env(s.sizeVar)) { source = &s; break; }
+  }
+  if (source == nullptr) {
+    return Status(fwInvalidUsage,
+                  "no launcher environment: set FAIRWAY_RANK/FAIRWAY_WORLD_SIZE, or start under fairwayrun, torchrun, "
+                  "mpirun (Open MPI) or srun");
+  }
+  out->launcher = source->launcher;
+  FW_RETURN_IF_ERROR(parseNonNegative(source->rankVar, env(source->rankVar), &out->rank));
+  FW_RETURN_IF_ERROR(parseNonNegative(source->sizeVar, env(source->sizeVar), &out->size));
+  if (out->size < 1 || out->rank >= out->size) {
+    return Status(fwInvalidRank, std::string(source->rankVar) + "=" + std::to_string(out->rank) + " is not below " +
+                                     source->sizeVar + "=" + std::to_string(out->size));
+  }
+
+  std::string root;
+  if (!config.commId.empty()) {
+    root = config.commId;
+  } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
+    int port = 0;
+    FW_RETURN_IF_ERROR(parseNonNegative("MASTER_PORT", env("MASTER_PORT"), &port));
+    if (port < 1 || port >= 65535) return Status(fwInvalidArgument, "MASTER_PORT must be in [1, 65534]");
+    root = std::string(env("MASTER_ADDR")) + ":" + std::to_string(port + 1);
+  } else {
+    return Status(fwInvalidUsage, "no bootstrap root: set FAIRWAY_COMM_ID=host:port (host = rank 0's node), or "
+                                  "MASTER_ADDR and MASTER_PORT");
+  }
+  FW_RETURN_IF_ERROR(parseHostPort(root, &out->id.root).withContext("bootstrap root"));
+
+  std::string secretText = config.jobSecret;
+  if (secretText.empty()) {
+    secretText = launcherJobId();
+    if (secretText.empty()) {
+      secretText = root + "/" + std::to_string(out->size);
+      FW_LOG(Info, Bootstrap, "no FAIRWAY_JOB_SECRET or launcher job id: the job secret is derived from %s",
+             secretText.c_str());
+    }
+  }
+  secretFromText(secretText, out->id.secret);
+  out->hostsRoot = out->rank == 0;
+  return Status::ok();
+}
+
+}  // namespace fairway

@@ -1,0 +1,34 @@
+// One collective call, as the API layer validated it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fairway/fairway.h"
+
+namespace fairway {
+
+enum class CollectiveKind {
+  AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, AllToAllv, Gather, Scatter, Barrier,
+};
+
+const char* collectiveName(CollectiveKind kind);
+
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // per the API: allreduce count, recvcount, sendcount...
+  fwDataType_t datatype = fwUint8;
+  fwRedOp_t op = fwSum;
+  int root = 0;
+  const size_t* sendcounts = nullptr;  // alltoallv only
+  const size_t* sdispls = nullptr;
+  const size_t* recvcounts = nullptr;
+  const size_t* rdispls = nullptr;
+};
+
+// 8 bits over what all ranks must agree on, carried in every message tag.
+uint8_t collectiveSignature(const CollectiveArgs& args);
+
+}  // namespace fairway

@@ -1,0 +1,75 @@
+// A communicator: the ranks of one job (or of a split of it), connected by a
+// transport, running collectives and point-to-point messages among them.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "algorithms/selector.h"
+#include "comm/collective_args.h"
+#include "comm/executor.h"
+#include "comm/messenger.h"
+#include "comm/scratch.h"
+#include "core/config.h"
+#include "topo/node_identity.h"
+
+namespace fairway {
+
+class Communicator {
+ public:
+  // Exchanges each rank's bytes with every other rank, out of band: the
+  // bootstrap root, or a parent communicator during a split.
+  using OobAllgather = std::function<Status(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all)>;
+
+  static Status create(const OobAllgather& oob, int rank, int size, const Config& config,
+                       std::unique_ptr<Communicator>* out);
+  ~Communicator();
+
+  int rank() const { return messenger_->rank(); }
+  int size() const { return messenger_->size(); }
+  const NodeLayout& nodeLayout() const { return layout_; }
+
+  // Runs a validated collective and returns when it is done.
+  Status collective(const CollectiveArgs& args);
+  // Queues it behind earlier collectives; *operation reports completion.
+  Status startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation);
+
+  // Point-to-point messages, matched in order per pair of ranks.
+  Status postSend(const void* buf, size_t bytes, int peer, Pending* out);
+  Status postRecv(void* buf, size_t bytes, int peer, Pending* out);
+  Messenger& messenger() { return *messenger_; }
+
+  // Ranks with the same color form a new communicator, ordered by key then
+  // rank. FAIRWAY_SPLIT_NOCOLOR leaves *out empty.
+  Status split(int color, int key, std::unique_ptr<Communicator>* out);
+
+  // Waits for queued work, synchronises with the peers (bounded by the
+  // timeout) while healthy, and closes the connections.
+  Status destroy();
+  // Breaks the communicator at once and tells the peers.
+  void abort();
+
+ private:
+  Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger,
+               NodeLayout layout);
+  // Runs args on the ranks in group (empty: everyone) as collective #sequence.
+  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group);
+  Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
+                               std::vector<std::vector<uint8_t>>* all);
+
+  Config config_;
+  AlgorithmSelector selector_;
+  std::unique_ptr<Messenger> messenger_;
+  NodeLayout layout_;
+  Scratch scratch_;
+  uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
+  std::mutex pointToPointMutex_;
+  std::vector<uint64_t> sentTo_;
+  std::vector<uint64_t> receivedFrom_;
+  Executor executor_;  // last: its worker must stop before the rest goes
+};
+
+}  // namespace fairway

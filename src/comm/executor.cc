@@ -1,0 +1,64 @@
+#include "comm/executor.h"
+
+namespace fairway {
+
+bool AsyncOperation::isDone() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+Status AsyncOperation::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+  return result_;
+}
+
+void AsyncOperation::complete(Status result) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  result_ = std::move(result);
+  done_ = true;
+  cv_.notify_all();
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    work_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
+  auto operation = std::make_shared<AsyncOperation>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  queue_.push_back(Job{std::move(fn), operation});
+  work_.notify_one();
+  return operation;
+}
+
+void Executor::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void Executor::workerLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    Status result = job.fn();
+    job.operation->complete(std::move(result));
+    lock.lock();
+    busy_ = false;
+    idle_.notify_all();
+    work_.notify_one();
+  }
+}
+
+}  // namespace fairway

@@ -1,0 +1,296 @@
+#include "comm/messenger.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/tags.h"
+#include "core/log.h"
+
+namespace fairway {
+namespace {
+// How long a blocked wait sleeps before it re-checks peers' health.
+constexpr int kHealthCheckIntervalMs = 50;
+// How long a failing rank spends telling its peers.
+constexpr int kNoticeFlushMs = 200;
+}  // namespace
+
+Messenger::Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers,
+                     const Config& config)
+    : transport_(std::move(transport)), rank_(rank), peers_(std::move(peers)), config_(config) {}
+
+Messenger::~Messenger() { disconnect(); }
+
+Status Messenger::start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  noticeRecv_ = Pending{};
+  noticeRecv_.done = false;
+  noticeRecv_.isRecv = true;
+  return transport_->irecv(-1, incomingNotice_, kNoticeBytes, Tag::channelBits(TagChannel::Control),
+                           Tag::kChannelMask, &noticeRecv_.handle);
+}
+
+Status Messenger::postChecked(Status posted, Pending* out) {
+  if (!posted.isOk()) {
+    fail(posted);
+    return posted;
+  }
+  out->done = false;
+  return Status::ok();
+}
+
+Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out) {
+  if (broken_.load(std::memory_order_acquire)) return brokenStatus();
+  *out = Pending{kCompleted, peer, tag, false, true};
+  std::lock_guard<std::mutex> lock(mutex_);
+  return postChecked(transport_->isend(peer, buf, bytes, tag, &out->handle), out);
+}
+
+Status Messenger::recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out) {
+  if (broken_.load(std::memory_order_acquire)) return brokenStatus();
+  *out = Pending{kCompleted, peer, tag, true, true};
+  std::lock_guard<std::mutex> lock(mutex_);
+  return postChecked(transport_->irecv(peer, buf, bytes, tag, Tag::kFullMask, &out->handle), out);
+}
+
+Status Messenger::test(Pending* p, bool* done) {
+  if (p->done) { *done = true; return Status::ok(); }
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    transport_->progress();
+    st = transport_->test(p->handle, done);
+  }
+  if (*done) p->done = true;
+  if (!st.isOk()) {
+    Status why = (st.code() == fwTransportError && p->peer >= 0)
+                     ? Status(fwRemoteError, "rank " + std::to_string(p->peer) + ": " + st.message())
+                     : st;
+    fail(why);
+    return why;
+  }
+  if (!*done) {
+    Status notice = checkAbortNotice();
+    if (!notice.isOk()) return notice;
+  }
+  return Status::ok();
+}
+
+Status Messenger::waitAll(Pending* list, size_t count) {
+  size_t remaining = 0;
+  for (size_t i = 0; i < count; ++i) remaining += list[i].done ? 0 : 1;
+  if (remaining == 0) return Status::ok();
+
+  const auto spin = std::chrono::microseconds(config_.spinMicros);
+  Clock::time_point lastProgress = Clock::now();
+  Clock::time_point lastHealthCheck = lastProgress;
+  for (;;) {
+    bool progressed = false;
+    Status failure;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      transport_->progress();
+      for (size_t i = 0; i < count && failure.isOk(); ++i) {
+        if (list[i].done) continue;
+        bool done = false;
+        Status st = transport_->test(list[i].handle, &done);
+        if (done) {
+          list[i].done = true;
+          --remaining;
+          progressed = true;
+        }
+        if (!st.isOk()) {
+          failure = (st.code() == fwTransportError && list[i].peer >= 0)
+                        ? Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message())
+                        : st;
+        }
+      }
+    }
+    if (failure.isOk() && remaining == 0) return Status::ok();
+    if (failure.isOk()) failure = checkAbortNotice();
+    if (failure.isOk() && broken_.load(std::memory_order_acquire)) failure = brokenStatus();  // another thread failed
+    if (!failure.isOk()) {
+      cancel(list, count);
+      fail(failure);
+      return brokenStatus();
+    }
+
+    Clock::time_point now = Clock::now();
+    if (progressed) {
+      lastProgress = now;
+      continue;
+    }
+    if (now - lastProgress < spin) {
+      sched_yield();
+      continue;
+    }
+    if (now - lastHealthCheck >= std::chrono::milliseconds(kHealthCheckIntervalMs)) {
+      lastHealthCheck = now;
+      failure = diagnoseStall(list, count);
+      if (failure.isOk() && now - lastProgress >= std::chrono::milliseconds(config_.timeoutMs)) {
+        failure = timeoutStatus(list, count);
+      }
+      if (!failure.isOk()) {
+        cancel(list, count);
+        fail(failure);
+        return brokenStatus();
+      }
+    }
+    blockOnEvents(kHealthCheckIntervalMs);
+  }
+}
+
+void Messenger::blockOnEvents(int timeoutMs) {
+  bool armed = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!transport_->armEvents(&armed).isOk()) armed = false;
+  }
+  if (!armed) return;  // work is already pending
+  int fd = transport_->eventFd();
+  if (fd < 0) {
+    sched_yield();
+    return;
+  }
+  pollfd pfd{fd, POLLIN, 0};
+  (void)::poll(&pfd, 1, timeoutMs);
+}
+
+void Messenger::cancel(Pending* list, size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < count; ++i) {
+    if (list[i].done) continue;
+    transport_->cancel(list[i].handle);
+    list[i].done = true;
+  }
+}
+
+Status Messenger::diagnoseStall(const Pending* list, size_t count) {
+  FW_RETURN_IF_ERROR(checkAbortNotice());
+  int lost = transport_->firstFailedPeer();
+  if (lost >= 0) return Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost));
+  FW_RETURN_IF_ERROR(findDeadLocalPeer());
+  return findMismatchedPeer(list, count);
+}
+
+Status Messenger::checkAbortNotice() {
+  if (noticeRecv_.done) return Status::ok();
+  bool done = false;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    st = transport_->test(noticeRecv_.handle, &done);
+  }
+  if (!done) return Status::ok();
+  noticeRecv_.done = true;
+  incomingNotice_[kNoticeBytes - 1] = '\0';
+  Status why = st.isOk() ? Status(fwRemoteError, incomingNotice_)
+                         : Status(fwRemoteError, "a peer sent a malformed failure notice: " + st.message());
+  fail(why, /*notifyPeers=*/false);  // the sender already told everyone
+  return brokenStatus();
+}
+
+Status Messenger::findDeadLocalPeer() const {
+  const PeerInfo& me = peers_[rank_];
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) == rank_ || !me.sharesProcessSpaceWith(peers_[r])) continue;
+    if (processHasExited(peers_[r].pid)) {
+      return Status(fwRemoteError, "rank " + std::to_string(r) + " (pid " + std::to_string(peers_[r].pid) +
+                                       " on " + peers_[r].host + ") exited");
+    }
+  }
+  return Status::ok();
+}
+
+Status Messenger::findMismatchedPeer(const Pending* list, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const Pending& p = list[i];
+    if (p.done || !p.isRecv || Tag::channel(p.tag) != TagChannel::Collective) continue;
+    uint64_t found = 0;
+    bool any;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      any = transport_->probe(p.tag, Tag::kChannelMask | Tag::kSourceMask, &found);
+    }
+    if (!any) continue;
+    if (Tag::sequence(found) != Tag::sequence(p.tag) || Tag::signature(found) != Tag::signature(p.tag)) {
+      return Status(fwCollectiveMismatch,
+                    "rank " + std::to_string(p.peer) + " called collective #" + std::to_string(Tag::sequence(found)) +
+                        " (signature " + std::to_string(Tag::signature(found)) + ") while rank " +
+                        std::to_string(rank_) + " waits in collective #" + std::to_string(Tag::sequence(p.tag)) +
+                        " (signature " + std::to_string(Tag::signature(p.tag)) +
+                        "): the ranks called different collectives, or with different type, op, root or count");
+    }
+  }
+  return Status::ok();
+}
+
+Status Messenger::timeoutStatus(const Pending* list, size_t count) const {
+  for (size_t i = 0; i < count; ++i) {
+    if (list[i].done) continue;
+    return Status(fwTimeout, "rank " + std::to_string(list[i].peer) + " did not " +
+                                 (list[i].isRecv ? "send" : "receive") + " within FAIRWAY_TIMEOUT_MS=" +
+                                 std::to_string(config_.timeoutMs) +
+                                 " ms: it is stuck, dead, or not calling this collective");
+  }
+  return Status(fwTimeout, "timed out");
+}
+
+Status Messenger::brokenStatus() const {
+  std::lock_guard<std::mutex> lock(brokenMutex_);
+  return brokenStatus_;
+}
+
+void Messenger::fail(const Status& why, bool notifyPeers) {
+  {
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (broken_.load()) return;
+    brokenStatus_ = why;
+    broken_.store(true, std::memory_order_release);
+  }
+  FW_LOG(Warn, Coll, "rank %d: communicator failed: %s", rank_, why.message().c_str());
+  if (!notifyPeers || peers_.size() < 2) return;
+  std::snprintf(outgoingNotice_, kNoticeBytes, "rank %d reports: %s", rank_, why.message().c_str());
+  std::vector<Pending> notices;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank_) continue;
+      Pending p{kCompleted, r, 0, false, false};
+      if (transport_->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), &p.handle).isOk()) {
+        notices.push_back(p);
+      }
+    }
+  }
+  Deadline deadline = deadlineAfterMs(kNoticeFlushMs);
+  for (;;) {
+    bool all = true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    transport_->progress();
+    for (Pending& p : notices) {
+      if (p.done) continue;
+      bool done = false;
+      (void)transport_->test(p.handle, &done);
+      p.done = done;
+      all = all && done;
+    }
+    if (all) break;
+    if (Clock::now() >= deadline) {
+      for (Pending& p : notices) if (!p.done) { transport_->cancel(p.handle); p.done = true; }
+      break;
+    }
+  }
+}
+
+void Messenger::disconnect() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!noticeRecv_.done) {
+    transport_->cancel(noticeRecv_.handle);
+    noticeRecv_.done = true;
+  }
+  transport_->disconnect(broken_.load());
+}
+
+}  // namespace fairway

@@ -1,0 +1,86 @@
+// The communicator's thread-safe front over its transport. Every wait here
+// is bounded: it ends when the operations complete, when a failure is
+// diagnosed (a peer's abort notice, a lost connection, a local peer process
+// that exited, ranks in different collectives), or after FAIRWAY_TIMEOUT_MS
+// without progress. The first failure breaks the communicator for good and
+// is sent to every peer, so all survivors report the same cause.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "comm/peer_info.h"
+#include "core/config.h"
+#include "transports/transport.h"
+
+namespace fairway {
+
+struct Pending {
+  RequestHandle handle = kCompleted;
+  int peer = -1;
+  uint64_t tag = 0;
+  bool isRecv = false;
+  bool done = true;
+};
+
+class Messenger {
+ public:
+  Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers, const Config& config);
+  ~Messenger();
+
+  // Posts the receive for peers' abort notices; call once after connect.
+  Status start();
+
+  Status send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out);
+  Status recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out);
+  // Waits for every operation in list. On failure the rest are cancelled.
+  Status waitAll(Pending* list, size_t count);
+  Status wait(Pending* p) { return waitAll(p, 1); }
+  // One round of progress, then whether p completed.
+  Status test(Pending* p, bool* done);
+  void cancel(Pending* list, size_t count);
+
+  // The failure that broke the communicator (ok while healthy).
+  Status brokenStatus() const;
+  // Breaks the communicator with why (the first failure wins) and, unless
+  // the failure is a peer's own notice, tells every peer.
+  void fail(const Status& why, bool notifyPeers = true);
+  // Closes connections; forced after a failure or abort.
+  void disconnect();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(peers_.size()); }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+  const Transport& transport() const { return *transport_; }
+
+ private:
+  static constexpr size_t kNoticeBytes = 256;
+
+  Status postChecked(Status posted, Pending* out);
+  // Why the operations in list make no progress, or ok if no cause is seen.
+  Status diagnoseStall(const Pending* list, size_t count);
+  Status checkAbortNotice();
+  Status findDeadLocalPeer() const;
+  Status findMismatchedPeer(const Pending* list, size_t count);
+  Status timeoutStatus(const Pending* list, size_t count) const;
+  void blockOnEvents(int timeoutMs);
+
+  std::unique_ptr<Transport> transport_;
+  int rank_;
+  std::vector<PeerInfo> peers_;
+  Config config_;
+  std::mutex mutex_;  // serialises every call into transport_
+
+  std::atomic<bool> broken_{false};
+  mutable std::mutex brokenMutex_;
+  Status brokenStatus_;
+
+  Pending noticeRecv_;
+  char incomingNotice_[kNoticeBytes] = {};
+  char outgoingNotice_[kNoticeBytes] = {};
+};
+
+}  // namespace fairway

@@ -1,0 +1,30 @@
+// What each rank tells the others when a communicator forms.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace fairway {
+
+struct PeerInfo {
+  int32_t pid = 0;
+  std::string host;           // real host name: for liveness checks
+  std::string pidNamespace;   // pids compare only within one namespace
+  std::string nodeId;         // node for grouping (FAIRWAY_NODE_ID aware)
+  std::vector<uint8_t> transportAddress;
+
+  static PeerInfo forThisProcess(const std::string& nodeIdOverride);
+  std::vector<uint8_t> encode() const;
+  // Rejects truncated or oversized records.
+  static Status decode(const std::vector<uint8_t>& bytes, PeerInfo* out);
+  // Whether this process can check peer's pid directly.
+  bool sharesProcessSpaceWith(const PeerInfo& peer) const;
+};
+
+// Whether pid is gone or a zombie (killed but not yet reaped).
+bool processHasExited(int32_t pid);
+
+}  // namespace fairway

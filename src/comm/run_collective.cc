@@ -1,0 +1,77 @@
+#include "comm/run_collective.h"
+
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "core/datatype.h"
+#include "core/log.h"
+
+namespace fairway {
+
+uint8_t collectiveSignature(const CollectiveArgs& a) {
+  bool reduces = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter ||
+                 a.kind == CollectiveKind::Reduce;
+  bool rooted = a.kind == CollectiveKind::Broadcast || a.kind == CollectiveKind::Reduce ||
+                a.kind == CollectiveKind::Gather || a.kind == CollectiveKind::Scatter;
+  uint64_t fields[] = {static_cast<uint64_t>(a.kind), static_cast<uint64_t>(a.datatype),
+                       reduces ? static_cast<uint64_t>(a.op) : 0, rooted ? static_cast<uint64_t>(a.root) : 0,
+                       a.kind == CollectiveKind::AllToAllv ? 0 : a.count};
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t f : fields) {
+    h ^= f;
+    h *= 0x100000001b3ull;
+  }
+  return static_cast<uint8_t>(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 32));
+}
+
+Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const AlgorithmSelector& selector) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t es = ctx.elementSize();
+  switch (a.kind) {
+    case CollectiveKind::AllReduce: {
+      Algorithm algo = selector.choose(a.kind, a.count * es);
+      FW_LOG(Trace, Algo, "allreduce of %zu bytes: %s", a.count * es, algorithmName(algo));
+      return algo == Algorithm::Ring ? ringAllreduce(ctx, a.send, a.recv, a.count)
+                                     : rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
+    }
+    case CollectiveKind::ReduceScatter:
+      return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n));
+    case CollectiveKind::AllGather: {
+      Algorithm algo = selector.choose(a.kind, a.count * es);
+      FW_LOG(Trace, Algo, "allgather of %zu bytes per rank: %s", a.count * es, algorithmName(algo));
+      if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
+      void* mine = ctx.at(a.recv, a.count * r);
+      if (mine != a.send) std::memcpy(mine, a.send, a.count * es);
+      return ringAllgather(ctx, a.recv, equalChunks(a.count, n));
+    }
+    case CollectiveKind::Broadcast:
+      if (r == a.root && a.send != a.recv) std::memcpy(a.recv, a.send, a.count * es);
+      return binomialBroadcast(ctx, a.recv, a.count, a.root);
+    case CollectiveKind::Reduce:
+      return binomialReduce(ctx, a.send, a.recv, a.count, a.root);
+    case CollectiveKind::AllToAll: {
+      const void* send = a.send;
+      if (send == a.recv) {  // in place: the outgoing blocks must survive the incoming ones
+        void* staged = ctx.scratch().bytes(a.count * n * es);
+        std::memcpy(staged, a.send, a.count * n * es);
+        send = staged;
+      }
+      BlockMap blocks;
+      blocks.uniform = a.count;
+      return pairwiseAlltoall(ctx, send, blocks, a.recv, blocks);
+    }
+    case CollectiveKind::AllToAllv:
+      return pairwiseAlltoall(ctx, a.send, BlockMap{a.sendcounts, a.sdispls, 0}, a.recv,
+                              BlockMap{a.recvcounts, a.rdispls, 0});
+    case CollectiveKind::Gather:
+      return linearGather(ctx, a.send, a.recv, a.count, a.root);
+    case CollectiveKind::Scatter:
+      return linearScatter(ctx, a.send, a.recv, a.count, a.root);
+    case CollectiveKind::Barrier:
+      return disseminationBarrier(ctx);
+  }
+  return Status(fwInternalError, "unknown collective");
+}
+
+}  // namespace fairway

@@ -1,0 +1,12 @@
+// Runs one validated collective with the algorithm the selector picks.
+#pragma once
+
+#include "algorithms/context.h"
+#include "algorithms/selector.h"
+#include "comm/collective_args.h"
+
+namespace fairway {
+
+Status runCollective(CollectiveContext& ctx, const CollectiveArgs& args, const AlgorithmSelector& selector);
+
+}  // namespace fairway

@@ -1,0 +1,50 @@
+// Per-communicator memory that algorithms reuse from call to call, so the
+// steady state allocates nothing. Grow-only; one collective uses it at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "comm/messenger.h"
+
+namespace fairway {
+
+class Scratch {
+ public:
+  // At least bytes of 64-byte aligned memory, valid until the next call.
+  void* bytes(size_t size) {
+    if (size > capacity_) {
+      size_t rounded = (size + 63) / 64 * 64;
+      void* fresh = std::aligned_alloc(64, rounded);
+      if (fresh == nullptr) throw std::bad_alloc();
+      buffer_.reset(static_cast<char*>(fresh));
+      capacity_ = rounded;
+    }
+    return buffer_.get();
+  }
+
+  // Every Pending slot handed out so far, for cancelling what a failed
+  // collective left in flight.
+  Pending* allPendings(size_t* count) {
+    *count = pendings_.size();
+    return pendings_.data();
+  }
+
+  // count Pending slots, all marked done, valid until the next call.
+  Pending* pendings(size_t count) {
+    if (pendings_.size() < count) pendings_.resize(count);
+    for (size_t i = 0; i < count; ++i) pendings_[i] = Pending{};
+    return pendings_.data();
+  }
+
+ private:
+  struct FreeDeleter { void operator()(char* p) const { std::free(p); } };
+  std::unique_ptr<char, FreeDeleter> buffer_;
+  size_t capacity_ = 0;
+  std::vector<Pending> pendings_;
+};
+
+}  // namespace fairway

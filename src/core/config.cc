@@ -1,0 +1,96 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/strings.h"
+
+namespace fairway {
+namespace {
+
+const ConfigVariable kVariables[] = {
+    {"FAIRWAY_TIMEOUT_MS", "300000", "Longest wait for a peer before a call fails with fwTimeout"},
+    {"FAIRWAY_TRANSPORT", "auto", "Transport for every level: auto|ucx"},
+    {"FAIRWAY_ALGO", "", "Per-collective algorithm, e.g. allreduce:ring;allgather:bruck"},
+    {"FAIRWAY_SOCKET_IFNAME", "", "Interface the bootstrap root listens on"},
+    {"FAIRWAY_COMM_ID", "", "host:port of the bootstrap root for fwCommInitFromEnv"},
+    {"FAIRWAY_JOB_SECRET", "", "Job secret for fwCommInitFromEnv (else derived from the launcher's job id)"},
+    {"FAIRWAY_NODE_ID", "", "Node identity of this rank, overriding the host's"},
+    {"FAIRWAY_PLUGIN_PATH", "", "Directory holding transport plugins"},
+    {"FAIRWAY_SEGMENT_BYTES", "262144", "Pipeline segment of ring and tree algorithms"},
+    {"FAIRWAY_PIPELINE_DEPTH", "4", "Segments in flight per peer"},
+    {"FAIRWAY_SPIN_US", "20", "Busy-poll time before a wait blocks on the transport's event fd"},
+    {"FAIRWAY_DEBUG", "WARN", "Log level: NONE|WARN|INFO|TRACE"},
+    {"FAIRWAY_DEBUG_SUBSYS", "ALL", "Comma list: INIT,BOOTSTRAP,TRANSPORT,COLL,ALGO,API"},
+    {"FAIRWAY_DEBUG_FILE", "", "Log file instead of stderr (%h host, %p pid)"},
+};
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+Status parseInteger(const char* name, int64_t minValue, int64_t maxValue, int64_t* out) {
+  const char* text = env(name);
+  if (text == nullptr) return Status::ok();
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < minValue || value > maxValue) {
+    return Status(fwInvalidArgument, std::string(name) + "=" + text + " is not an integer in [" +
+                                         std::to_string(minValue) + ", " + std::to_string(maxValue) + "]");
+  }
+  *out = value;
+  return Status::ok();
+}
+
+void readString(const char* name, std::string* out) {
+  if (const char* text = env(name)) *out = text;
+}
+
+Status parseAlgoOverrides(std::map<std::string, std::string>* out) {
+  const char* text = env("FAIRWAY_ALGO");
+  if (text == nullptr) return Status::ok();
+  for (const std::string& item : splitString(text, ';')) {
+    size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
+      return Status(fwInvalidArgument, std::string("FAIRWAY_ALGO=") + text + ": item '" + item +
+                                           "' is not collective:algorithm");
+    }
+    (*out)[trim(item.substr(0, colon))] = trim(item.substr(colon + 1));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Config::fromEnvironment(Config* out) {
+  Config c;
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_TIMEOUT_MS", 1, int64_t{1} << 40, &c.timeoutMs));
+  readString("FAIRWAY_TRANSPORT", &c.transport);
+  if (c.transport != "auto" && c.transport != "ucx") {
+    return Status(fwInvalidArgument, "FAIRWAY_TRANSPORT=" + c.transport + " is not one of auto|ucx");
+  }
+  FW_RETURN_IF_ERROR(parseAlgoOverrides(&c.algoOverrides));
+  readString("FAIRWAY_SOCKET_IFNAME", &c.socketIfname);
+  readString("FAIRWAY_COMM_ID", &c.commId);
+  readString("FAIRWAY_JOB_SECRET", &c.jobSecret);
+  readString("FAIRWAY_NODE_ID", &c.nodeId);
+  readString("FAIRWAY_PLUGIN_PATH", &c.pluginPath);
+  int64_t segment = static_cast<int64_t>(c.segmentBytes);
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SEGMENT_BYTES", 4096, int64_t{1} << 30, &segment));
+  c.segmentBytes = static_cast<size_t>(segment);
+  int64_t depth = c.pipelineDepth;
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_PIPELINE_DEPTH", 1, 64, &depth));
+  c.pipelineDepth = static_cast<int>(depth);
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
+  *out = c;
+  return Status::ok();
+}
+
+const ConfigVariable* configVariables(size_t* count) {
+  *count = sizeof(kVariables) / sizeof(kVariables[0]);
+  return kVariables;
+}
+
+}  // namespace fairway

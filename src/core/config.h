@@ -1,0 +1,40 @@
+// Every FAIRWAY_* setting, read from the environment in one place with types,
+// defaults and validation. A communicator takes a snapshot at creation, so a
+// setting changed later affects only communicators created later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/status.h"
+
+namespace fairway {
+
+struct Config {
+  int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
+  std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx
+  std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
+  std::string socketIfname;            // FAIRWAY_SOCKET_IFNAME
+  std::string commId;                  // FAIRWAY_COMM_ID: host:port of the bootstrap root
+  std::string jobSecret;               // FAIRWAY_JOB_SECRET
+  std::string nodeId;                  // FAIRWAY_NODE_ID
+  std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
+  size_t segmentBytes = 256 * 1024;    // FAIRWAY_SEGMENT_BYTES: pipeline unit of ring/tree algorithms
+  int pipelineDepth = 4;               // FAIRWAY_PIPELINE_DEPTH: segments in flight per peer
+  int64_t spinMicros = 20;             // FAIRWAY_SPIN_US: busy-poll this long before blocking
+
+  // Reads the environment; an invalid value fails naming the variable.
+  static Status fromEnvironment(Config* out);
+};
+
+// One row per variable, for fairway's documentation and error messages.
+struct ConfigVariable {
+  const char* name;
+  const char* defaultValue;
+  const char* meaning;
+};
+const ConfigVariable* configVariables(size_t* count);
+
+}  // namespace fairway

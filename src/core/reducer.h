@@ -1,0 +1,32 @@
+// Elementwise reduction of two buffers for one (datatype, op) pair.
+#pragma once
+
+#include <cstddef>
+
+#include "fairway/fairway.h"
+
+namespace fairway {
+
+class Reducer {
+ public:
+  using CombineFn = void (*)(void* dst, const void* a, const void* b, size_t count);
+  using FinalizeFn = void (*)(void* buf, size_t count, int divisor);
+
+  // op and datatype must already be validated (isOpDefinedFor). fwAvg
+  // combines as a sum; finalize() then divides by nranks.
+  Reducer(fwDataType_t datatype, fwRedOp_t op, int nranks);
+
+  // dst[i] = a[i] op b[i]; dst may be a or b, but may not partially overlap them.
+  void combine(void* dst, const void* a, const void* b, size_t count) const { combine_(dst, a, b, count); }
+  // Applied once to each fully reduced element (avg's division).
+  void finalize(void* buf, size_t count) const {
+    if (finalize_ != nullptr) finalize_(buf, count, nranks_);
+  }
+
+ private:
+  CombineFn combine_;
+  FinalizeFn finalize_;
+  int nranks_;
+};
+
+}  // namespace fairway

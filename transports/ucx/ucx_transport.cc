@@ -1,0 +1,294 @@
+// UCX transport: UCP tag send/recv between the ranks of one communicator.
+//
+// One UCP context and worker per communicator, so communicators never see
+// each other's tags. UCX picks the wires (shared memory, cma, tcp, verbs)
+// unless UCX_TLS says otherwise. Requests live in UCX's own request pool
+// (request_size below), so the steady state allocates nothing.
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/log.h"
+#include "transports/transport.h"
+
+namespace fairway {
+namespace {
+
+// Lives in the memory UCX reserves in front of each request.
+constexpr size_t kNotARecv = ~size_t{0};
+
+struct UcxRequest {
+  bool completed;
+  ucs_status_t status;
+  size_t receivedBytes;
+  // A receive's posted size: a different incoming size means the peers disagree.
+  size_t expectedBytes;
+};
+
+void initRequest(void* request) {
+  auto* r = static_cast<UcxRequest*>(request);
+  r->completed = false;
+  r->status = UCS_OK;
+  r->receivedBytes = 0;
+  r->expectedBytes = kNotARecv;
+}
+
+void onSendComplete(void* request, ucs_status_t status, void*) {
+  auto* r = static_cast<UcxRequest*>(request);
+  r->status = status;
+  r->completed = true;
+}
+
+void onRecvComplete(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void*) {
+  auto* r = static_cast<UcxRequest*>(request);
+  r->status = status;
+  r->receivedBytes = (status == UCS_OK) ? info->length : 0;
+  r->completed = true;
+}
+
+Status ucxError(const char* what, ucs_status_t status) {
+  return Status(fwTransportError, std::string("ucx: ") + what + ": " + ucs_status_string(status));
+}
+
+class UcxTransport;
+
+struct PeerErrorContext {
+  UcxTransport* transport;
+  int peer;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  explicit UcxTransport(const TransportInitArgs& args)
+      : rank_(args.rank), size_(args.size), timeoutMs_(args.timeoutMs), peerErrors_(args.size) {
+    capabilities_.hostMemory = true;
+    capabilities_.cudaMemory = false;  // Debian's UCX is built without CUDA
+  }
+
+  ~UcxTransport() override {
+    disconnect(true);
+    if (address_ != nullptr) ucp_worker_release_address(worker_, address_);
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+  }
+
+  Status init() {
+    ucp_config_t* config = nullptr;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK) return ucxError("reading UCX configuration", st);
+
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
+                        UCP_PARAM_FIELD_REQUEST_INIT | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                        UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.request_size = sizeof(UcxRequest);
+    params.request_init = initRequest;
+    params.estimated_num_eps = static_cast<size_t>(size_);
+    params.mt_workers_shared = 0;
+    st = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (st != UCS_OK) return Status(fwNotAvailable, std::string("ucx: ucp_init failed: ") + ucs_status_string(st));
+
+    // The communicator serialises every call into the transport.
+    ucp_worker_params_t wparams{};
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(context_, &wparams, &worker_);
+    if (st != UCS_OK) return ucxError("creating worker", st);
+    st = ucp_worker_get_efd(worker_, &eventFd_);
+    if (st != UCS_OK) return ucxError("getting the worker's event fd", st);
+    st = ucp_worker_get_address(worker_, &address_, &addressLength_);
+    if (st != UCS_OK) return ucxError("getting the worker address", st);
+    return Status::ok();
+  }
+
+  const char* name() const override { return "ucx"; }
+  const TransportCapabilities& capabilities() const override { return capabilities_; }
+
+  std::vector<uint8_t> localAddress() const override {
+    auto* bytes = reinterpret_cast<const uint8_t*>(address_);
+    return std::vector<uint8_t>(bytes, bytes + addressLength_);
+  }
+
+  Status connect(const std::vector<std::vector<uint8_t>>& addresses) override {
+    if (static_cast<int>(addresses.size()) != size_) {
+      return Status(fwInternalError, "ucx: connect got " + std::to_string(addresses.size()) + " addresses for " +
+                                         std::to_string(size_) + " ranks");
+    }
+    endpoints_.assign(size_, nullptr);
+    for (int peer = 0; peer < size_; ++peer) {
+      peerErrors_[peer] = PeerErrorContext{this, peer};
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
+      // Peer mode: a dead peer fails our requests instead of the process.
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = onPeerError;
+      ep.err_handler.arg = &peerErrors_[peer];
+      ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[peer]);
+      if (st != UCS_OK) return ucxError(("connecting to rank " + std::to_string(peer)).c_str(), st);
+    }
+    if (logEnabled(LogLevel::Trace, LogSubsys::Transport) && size_ > 1) {
+      ucp_ep_print_info(endpoints_[(rank_ + 1) % size_], stderr);
+    }
+    return Status::ok();
+  }
+
+  Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, RequestHandle* request) override {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    param.cb.send = onSendComplete;
+    ucs_status_ptr_t result = ucp_tag_send_nbx(endpoints_[peer], buf, bytes, tag, &param);
+    if (UCS_PTR_IS_ERR(result)) return peerError("send to", peer, UCS_PTR_STATUS(result));
+    *request = result;  // NULL when done at once
+    return Status::ok();
+  }
+
+  Status irecv(int peer, void* buf, size_t bytes, uint64_t tag, uint64_t tagMask,
+               RequestHandle* request) override {
+    // Always a request (NO_IMM_CMPL): its callback reports the size that
+    // arrived, which the immediate-completion path does not reliably do.
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = onRecvComplete;
+    ucs_status_ptr_t result = ucp_tag_recv_nbx(worker_, buf, bytes, tag, tagMask, &param);
+    if (UCS_PTR_IS_ERR(result)) return peerError("receive from", peer, UCS_PTR_STATUS(result));
+    static_cast<UcxRequest*>(result)->expectedBytes = bytes;
+    *request = result;
+    return Status::ok();
+  }
+
+  Status test(RequestHandle request, bool* done) override {
+    if (request == kCompleted) { *done = true; return Status::ok(); }
+    auto* r = static_cast<UcxRequest*>(request);
+    if (!r->completed) { *done = false; return Status::ok(); }
+    *done = true;
+    ucs_status_t status = r->status;
+    size_t received = r->receivedBytes;
+    size_t expected = r->expectedBytes;
+    release(request);
+    if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+      return Status(fwCollectiveMismatch, "a peer sent more than the " + std::to_string(expected) +
+                                              " bytes expected: the ranks passed different counts");
+    }
+    if (status != UCS_OK) return ucxError("operation failed", status);
+    if (expected != kNotARecv) return checkLength(received, expected);
+    return Status::ok();
+  }
+
+  void cancel(RequestHandle request) override {
+    if (request == kCompleted) return;
+    auto* r = static_cast<UcxRequest*>(request);
+    if (!r->completed) ucp_request_cancel(worker_, request);
+    // A cancelled request completes later in progress; UCX frees it then.
+    release(request);
+  }
+
+  bool progress() override { return ucp_worker_progress(worker_) != 0; }
+
+  Status armEvents(bool* armed) override {
+    ucs_status_t st = ucp_worker_arm(worker_);
+    *armed = (st == UCS_OK);
+    if (st == UCS_OK || st == UCS_ERR_BUSY) return Status::ok();
+    return ucxError("arming the worker", st);
+  }
+
+  int eventFd() const override { return eventFd_; }
+
+  bool probe(uint64_t tag, uint64_t tagMask, uint64_t* foundTag) override {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, tag, tagMask, 0, &info);
+    if (message == nullptr) return false;
+    *foundTag = info.sender_tag;
+    return true;
+  }
+
+  int firstFailedPeer() const override { return failedPeer_.load(std::memory_order_relaxed); }
+
+  void disconnect(bool force) override {
+    if (endpoints_.empty()) return;
+    std::vector<ucs_status_ptr_t> closing;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    for (ucp_ep_h ep : endpoints_) {
+      if (ep == nullptr) continue;
+      ucs_status_ptr_t request = ucp_ep_close_nbx(ep, &param);
+      if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);
+    }
+    endpoints_.clear();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(force ? 1000 : timeoutMs_);
+    for (ucs_status_ptr_t request : closing) {
+      while (ucp_request_check_status(request) == UCS_INPROGRESS &&
+             std::chrono::steady_clock::now() < deadline) {
+        if (ucp_worker_progress(worker_) == 0) std::this_thread::yield();
+      }
+      if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+        FW_LOG(Warn, Transport, "ucx: rank %d: closing a connection did not finish in time", rank_);
+        ucp_request_cancel(worker_, request);
+      }
+      ucp_request_free(request);
+    }
+  }
+
+ private:
+  void release(RequestHandle request) {
+    initRequest(request);  // UCX runs request_init only when it first allocates
+    ucp_request_free(request);
+  }
+
+  static Status checkLength(size_t received, size_t expected) {
+    if (received == expected) return Status::ok();
+    return Status(fwCollectiveMismatch, "a peer sent " + std::to_string(received) + " bytes where " +
+                                            std::to_string(expected) +
+                                            " were expected: the ranks passed different counts");
+  }
+
+  Status peerError(const char* what, int peer, ucs_status_t status) {
+    return Status(fwRemoteError, std::string("ucx: ") + what + " rank " + std::to_string(peer) + " failed: " +
+                                     ucs_status_string(status));
+  }
+
+  static void onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* ctx = static_cast<PeerErrorContext*>(arg);
+    int expected = -1;
+    ctx->transport->failedPeer_.compare_exchange_strong(expected, ctx->peer);
+    FW_LOG(Warn, Transport, "ucx: rank %d lost its connection to rank %d: %s", ctx->transport->rank_, ctx->peer,
+           ucs_status_string(status));
+  }
+
+  int rank_;
+  int size_;
+  int64_t timeoutMs_;
+  TransportCapabilities capabilities_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_address_t* address_ = nullptr;
+  size_t addressLength_ = 0;
+  int eventFd_ = -1;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<PeerErrorContext> peerErrors_;
+  std::atomic<int> failedPeer_{-1};
+};
+
+Status createUcxTransport(const TransportInitArgs& args, std::unique_ptr<Transport>* out) {
+  auto transport = std::make_unique<UcxTransport>(args);
+  FW_RETURN_IF_ERROR(transport->init());
+  *out = std::move(transport);
+  return Status::ok();
+}
+
+const TransportPlugin kUcxPlugin{kTransportAbiVersion, "ucx", createUcxTransport};
+
+}  // namespace
+}  // namespace fairway
+
+extern "C" __attribute__((visibility("default"))) const fairway::TransportPlugin* fairwayTransportPlugin_v1() {
+  return &fairway::kUcxPlugin;
+}
