@@ -53,8 +53,10 @@ class Transport {
 
   // This rank's address, to be exchanged out of band before connect().
   virtual std::vector<uint8_t> localAddress() const = 0;
-  // Connects to every rank given all addresses (indexed by rank).
-  virtual Status connect(const std::vector<std::vector<uint8_t>>& addresses) = 0;
+  // Connects to every rank given all addresses (indexed by rank). Peers on
+  // this host may be reached over transports that cannot report a peer's
+  // death (shared memory): the communicator watches their processes itself.
+  virtual Status connect(const std::vector<std::vector<uint8_t>>& addresses, const std::vector<bool>& sameHost) = 0;
 
   virtual Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, RequestHandle* request) = 0;
   virtual Status irecv(int peer, void* buf, size_t bytes, uint64_t tag, uint64_t tagMask,

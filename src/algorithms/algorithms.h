@@ -8,7 +8,10 @@ namespace fairway {
 
 // Reduces the n chunks of send (layout.n == ctx.size()) so this rank ends
 // with chunk ctx.rank() in out. out may be send's own chunk (in place).
-Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, const ChunkLayout& layout);
+// partial, laid out like send, holds the other chunks' partial sums (it may
+// be the allreduce's recv buffer, or send itself when in place).
+Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, const ChunkLayout& layout,
+                         void* partial);
 // buf holds this rank's chunk at its offset; fills in every other chunk.
 Status ringAllgather(CollectiveContext& ctx, void* buf, const ChunkLayout& layout);
 // Ring reduce-scatter then ring allgather: bandwidth-optimal for large buffers.

@@ -8,7 +8,9 @@ namespace fairway {
 Status ringAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
   const ChunkLayout layout{count, ctx.size()};
   void* mine = ctx.at(recv, layout.chunkOffset(ctx.rank()));
-  FW_RETURN_IF_ERROR(ringReduceScatter(ctx, send, mine, layout));
+  // recv doubles as the partial-sum buffer: every chunk of it is rewritten
+  // by the allgather afterwards anyway.
+  FW_RETURN_IF_ERROR(ringReduceScatter(ctx, send, mine, layout, recv));
   return ringAllgather(ctx, recv, layout);
 }
 

@@ -36,12 +36,14 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   std::vector<PeerInfo> peers(size);
   std::vector<std::vector<uint8_t>> addresses(size);
   std::vector<std::string> nodeOfRank(size);
+  std::vector<bool> sameHost(size);
   for (int r = 0; r < size; ++r) {
     FW_RETURN_IF_ERROR(PeerInfo::decode(records[r], &peers[r]).withContext("record of rank " + std::to_string(r)));
     addresses[r] = peers[r].transportAddress;
     nodeOfRank[r] = peers[r].nodeId;
+    sameHost[r] = mine.sharesProcessSpaceWith(peers[r]);
   }
-  FW_RETURN_IF_ERROR(transport->connect(addresses));
+  FW_RETURN_IF_ERROR(transport->connect(addresses, sameHost));
 
   NodeLayout layout = computeNodeLayout(nodeOfRank, rank);
   auto messenger = std::make_unique<Messenger>(std::move(transport), rank, std::move(peers), config);

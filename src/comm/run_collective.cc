@@ -35,8 +35,12 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       return algo == Algorithm::Ring ? ringAllreduce(ctx, a.send, a.recv, a.count)
                                      : rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
     }
-    case CollectiveKind::ReduceScatter:
-      return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n));
+    case CollectiveKind::ReduceScatter: {
+      // Partial sums need a buffer laid out like send; send is the caller's
+      // and keeps its contents (beyond recv's chunk when in place).
+      void* partial = ctx.scratch().staging(a.count * n * es);
+      return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), partial);
+    }
     case CollectiveKind::AllGather: {
       Algorithm algo = selector.choose(a.kind, a.count * es);
       FW_LOG(Trace, Algo, "allgather of %zu bytes per rank: %s", a.count * es, algorithmName(algo));
@@ -53,7 +57,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
     case CollectiveKind::AllToAll: {
       const void* send = a.send;
       if (send == a.recv) {  // in place: the outgoing blocks must survive the incoming ones
-        void* staged = ctx.scratch().bytes(a.count * n * es);
+        void* staged = ctx.scratch().staging(a.count * n * es);
         std::memcpy(staged, a.send, a.count * n * es);
         send = staged;
       }

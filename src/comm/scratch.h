@@ -14,17 +14,12 @@ namespace fairway {
 
 class Scratch {
  public:
-  // At least bytes of 64-byte aligned memory, valid until the next call.
-  void* bytes(size_t size) {
-    if (size > capacity_) {
-      size_t rounded = (size + 63) / 64 * 64;
-      void* fresh = std::aligned_alloc(64, rounded);
-      if (fresh == nullptr) throw std::bad_alloc();
-      buffer_.reset(static_cast<char*>(fresh));
-      capacity_ = rounded;
-    }
-    return buffer_.get();
-  }
+  // At least size bytes of 64-byte aligned memory for an algorithm's own
+  // use, valid until the next call.
+  void* bytes(size_t size) { return algorithm_.get(size); }
+  // A second region, for the collective layer to stage data it hands to an
+  // algorithm (which may then call bytes() freely).
+  void* staging(size_t size) { return staging_.get(size); }
 
   // Every Pending slot handed out so far, for cancelling what a failed
   // collective left in flight.
@@ -41,9 +36,26 @@ class Scratch {
   }
 
  private:
-  struct FreeDeleter { void operator()(char* p) const { std::free(p); } };
-  std::unique_ptr<char, FreeDeleter> buffer_;
-  size_t capacity_ = 0;
+  class Region {
+   public:
+    void* get(size_t size) {
+      if (size > capacity_) {
+        size_t rounded = (size + 63) / 64 * 64;
+        void* fresh = std::aligned_alloc(64, rounded);
+        if (fresh == nullptr) throw std::bad_alloc();
+        buffer_.reset(static_cast<char*>(fresh));
+        capacity_ = rounded;
+      }
+      return buffer_.get();
+    }
+
+   private:
+    struct FreeDeleter { void operator()(char* p) const { std::free(p); } };
+    std::unique_ptr<char, FreeDeleter> buffer_;
+    size_t capacity_ = 0;
+  };
+  Region algorithm_;
+  Region staging_;
   std::vector<Pending> pendings_;
 };
 

@@ -115,7 +115,7 @@ class UcxTransport final : public Transport {
     return std::vector<uint8_t>(bytes, bytes + addressLength_);
   }
 
-  Status connect(const std::vector<std::vector<uint8_t>>& addresses) override {
+  Status connect(const std::vector<std::vector<uint8_t>>& addresses, const std::vector<bool>& sameHost) override {
     if (static_cast<int>(addresses.size()) != size_) {
       return Status(fwInternalError, "ucx: connect got " + std::to_string(addresses.size()) + " addresses for " +
                                          std::to_string(size_) + " ranks");
@@ -127,8 +127,10 @@ class UcxTransport final : public Transport {
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
-      // Peer mode: a dead peer fails our requests instead of the process.
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      // Peer mode makes a dead remote peer fail our requests, but UCX then
+      // refuses shared memory (posix, sysv have no failure handler); so
+      // peers on this host go without it and are watched by pid instead.
+      ep.err_mode = sameHost[peer] ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = onPeerError;
       ep.err_handler.arg = &peerErrors_[peer];
       ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[peer]);
