@@ -37,18 +37,23 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
   const int rem = n - p;
   char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
   Exchange exchange{ctx};
-  uint32_t step = 0;
+  // Message steps are fixed by position in the schedule, so ranks that sit
+  // out the middle still agree with their partners on the last one.
+  int rounds = 0;
+  while ((1 << rounds) < p) ++rounds;
+  const uint32_t foldStep = 0, unfoldStep = 1 + 2 * rounds;
+  uint32_t step = foldStep + 1;
 
   // Fold the extra ranks in: even ranks below 2*rem give their data away.
   int vrank;
   if (r < 2 * rem) {
     Pending* pending = ctx.scratch().pendings(1);
     if (r % 2 == 0) {
-      FW_RETURN_IF_ERROR(ctx.send(r + 1, recv, count, step, pending));
+      FW_RETURN_IF_ERROR(ctx.send(r + 1, recv, count, foldStep, pending));
       FW_RETURN_IF_ERROR(ctx.wait(pending));
       vrank = -1;
     } else {
-      FW_RETURN_IF_ERROR(ctx.recv(r - 1, tmp, count, step, pending));
+      FW_RETURN_IF_ERROR(ctx.recv(r - 1, tmp, count, foldStep, pending));
       FW_RETURN_IF_ERROR(ctx.wait(pending));
       reducer.combine(recv, recv, tmp, count);
       vrank = r / 2;
@@ -56,7 +61,6 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
   } else {
     vrank = r - rem;
   }
-  ++step;
   auto realRank = [rem](int v) { return v < rem ? 2 * v + 1 : v + rem; };
 
   if (vrank >= 0) {
@@ -96,9 +100,9 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
   if (r < 2 * rem) {
     Pending* pending = ctx.scratch().pendings(1);
     if (r % 2 == 0) {
-      FW_RETURN_IF_ERROR(ctx.recv(r + 1, recv, count, step, pending));
+      FW_RETURN_IF_ERROR(ctx.recv(r + 1, recv, count, unfoldStep, pending));
     } else {
-      FW_RETURN_IF_ERROR(ctx.send(r - 1, recv, count, step, pending));
+      FW_RETURN_IF_ERROR(ctx.send(r - 1, recv, count, unfoldStep, pending));
     }
     FW_RETURN_IF_ERROR(ctx.wait(pending));
   }

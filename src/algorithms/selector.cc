@@ -31,7 +31,7 @@ const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Al
                                     Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination};
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
-constexpr size_t kAllreduceRingFromBytes = 256 * 1024;
+constexpr size_t kAllreduceRingFromBytes = 64 * 1024;
 constexpr size_t kAllgatherRingFromBlockBytes = 32 * 1024;
 
 }  // namespace

@@ -71,7 +71,12 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   PipelineSettings pipeline{config_.segmentBytes, config_.pipelineDepth};
   CollectiveContext ctx(*messenger_, scratch_, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
-  Status st = runCollective(ctx, args, selector_);
+  Status st;
+  try {
+    st = runCollective(ctx, args, selector_);
+  } catch (const std::bad_alloc&) {
+    st = Status(fwSystemError, "out of memory for scratch buffers");
+  }
   if (!st.isOk()) {
     // Nothing may still write into the caller's buffers once we return.
     size_t count = 0;

@@ -1,0 +1,84 @@
+#include "tests/multirank/rank_harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace fairway::testing {
+
+std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body, int timeoutSeconds) {
+  fwUniqueId id;
+  std::vector<RankOutcome> outcomes(nranks);
+  if (fwGetUniqueId(&id) != fwSuccess) {
+    std::fprintf(stderr, "fwGetUniqueId: %s\n", fwGetLastErrorMessage());
+    for (auto& o : outcomes) o.exitCode = 1;
+    return outcomes;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int failures = body(RankContext{r, nranks, id});
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(failures > 100 ? 100 : failures);
+    }
+    pids[r] = pid;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  int running = nranks;
+  while (running > 0) {
+    for (int r = 0; r < nranks; ++r) {
+      if (pids[r] <= 0) continue;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        outcomes[r].exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[r] = -1;
+        --running;
+      }
+    }
+    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < nranks; ++r) {
+        if (pids[r] <= 0) continue;
+        std::fprintf(stderr, "rank %d still running after %d s: killing it\n", r, timeoutSeconds);
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        outcomes[r].timedOut = true;
+        outcomes[r].exitCode = 128 + SIGKILL;
+        pids[r] = -1;
+        --running;
+      }
+    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return outcomes;
+}
+
+void reportFailure(const RankContext& ctx, const std::string& what) {
+  std::fprintf(stderr, "[rank %d/%d] %s\n", ctx.rank, ctx.nranks, what.c_str());
+}
+
+GuardedBuffer::GuardedBuffer(size_t bytes) : bytes_(bytes) {
+  storage_ = static_cast<unsigned char*>(std::malloc(bytes + 2 * kGuard));
+  std::memset(storage_, 0xA5, kGuard);
+  std::memset(storage_ + kGuard + bytes, 0xA5, kGuard);
+}
+
+GuardedBuffer::~GuardedBuffer() { std::free(storage_); }
+
+bool GuardedBuffer::guardsIntact() const {
+  for (size_t i = 0; i < kGuard; ++i) {
+    if (storage_[i] != 0xA5 || storage_[kGuard + bytes_ + i] != 0xA5) return false;
+  }
+  return true;
+}
+
+}  // namespace fairway::testing
