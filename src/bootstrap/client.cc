@@ -3,6 +3,15 @@
 #include <cstring>
 
 namespace fairway {
+namespace {
+
+Status rootError(const Frame& frame) {
+  std::string why(frame.payload.begin(), frame.payload.end());
+  bool auth = why.find("secret") != std::string::npos;
+  return Status(auth ? fwAuthError : fwRemoteError, "bootstrap root: " + why);
+}
+
+}  // namespace
 
 Status BootstrapClient::join(const BootstrapId& id, int rank, int nranks, int64_t timeoutMs, BootstrapClient* out) {
   Deadline deadline = deadlineAfterMs(timeoutMs);
@@ -13,6 +22,10 @@ Status BootstrapClient::join(const BootstrapId& id, int rank, int nranks, int64_
   hello.nranks = static_cast<uint32_t>(nranks);
   std::vector<uint8_t> payload = encodeHello(hello);
   FW_RETURN_IF_ERROR(sendFrame(out->socket_, FrameType::Hello, payload.data(), payload.size(), deadline));
+  Frame answer;
+  FW_RETURN_IF_ERROR(recvFrame(out->socket_, kMaxContributionBytes, deadline, &answer).withContext("bootstrap root"));
+  if (answer.type == FrameType::Error) return rootError(answer);
+  if (answer.type != FrameType::Welcome) return Status(fwAuthError, "bootstrap root sent an unexpected frame");
   out->nranks_ = nranks;
   out->timeoutMs_ = timeoutMs;
   return Status::ok();
@@ -30,11 +43,7 @@ Status BootstrapClient::allgather(const std::vector<uint8_t>& mine, std::vector<
   size_t maxPayload = static_cast<size_t>(nranks_) * (kMaxContributionBytes + 8);
   Status st = recvFrame(socket_, maxPayload, deadline, &frame);
   if (!st.isOk()) return st.withContext("bootstrap");
-  if (frame.type == FrameType::Error) {
-    std::string why(frame.payload.begin(), frame.payload.end());
-    bool auth = why.find("secret") != std::string::npos;
-    return Status(auth ? fwAuthError : fwRemoteError, "bootstrap root: " + why);
-  }
+  if (frame.type == FrameType::Error) return rootError(frame);
   if (frame.type != FrameType::Gathered) return Status(fwAuthError, "bootstrap root sent an unexpected frame");
   all->assign(nranks_, {});
   size_t pos = 0;

@@ -88,6 +88,12 @@ class BootstrapRoot {
                deadline);
         continue;
       }
+      // The rank sends nothing more until admitted, so a rejected peer
+      // always reads its reason instead of a reset connection.
+      if (!sendFrame(peer, FrameType::Welcome, nullptr, 0, std::min(deadline, deadlineAfterMs(2000))).isOk()) {
+        FW_LOG(Warn, Bootstrap, "bootstrap root: rank %u left before it was admitted", hello.rank);
+        continue;
+      }
       ranks_[hello.rank] = std::move(peer);
       if (++admitted_ == nranks_) return Status::ok();
     }

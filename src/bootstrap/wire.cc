@@ -35,7 +35,7 @@ Status recvFrame(const Socket& socket, size_t maxPayload, Deadline deadline, Fra
   FW_RETURN_IF_ERROR(socket.recvAll(header, sizeof(header), deadline));
   if (readU32(header) != kFrameMagic) return Status(fwAuthError, "malformed bootstrap frame (bad magic)");
   uint32_t type = readU32(header + 4);
-  if (type < static_cast<uint32_t>(FrameType::Hello) || type > static_cast<uint32_t>(FrameType::Bye)) {
+  if (type < static_cast<uint32_t>(FrameType::Hello) || type > static_cast<uint32_t>(FrameType::Welcome)) {
     return Status(fwAuthError, "malformed bootstrap frame (unknown type " + std::to_string(type) + ")");
   }
   uint64_t length = readU64(header + 8);

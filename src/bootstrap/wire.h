@@ -22,6 +22,7 @@ enum class FrameType : uint32_t {
   Gathered = 3,    // every rank's bytes, as [u64 length][bytes] x nranks
   Error = 4,       // text: why the root gave up
   Bye = 5,         // this rank is done with the bootstrap
+  Welcome = 6,     // the root admitted this rank
 };
 
 struct Frame {
