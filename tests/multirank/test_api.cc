@@ -1,0 +1,239 @@
+// Communicator management, point-to-point, non-blocking calls, barrier
+// ordering, alltoallv and initialisation from a launcher's environment.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/multirank/rank_harness.h"
+
+namespace fairway::testing {
+namespace {
+
+#define RANK_CHECK(ctx, cond, what)                  \
+  do {                                               \
+    if (!(cond)) {                                   \
+      reportFailure(ctx, std::string(what) + ": " + fwGetLastErrorMessage()); \
+      ++failures;                                    \
+    }                                                \
+  } while (0)
+
+void expectAllSucceeded(const std::vector<RankOutcome>& outcomes) {
+  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+TEST(Split, GroupsByColorAndOrdersByKey) {
+  expectAllSucceeded(runRanks(5, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t world;
+    RANK_CHECK(ctx, fwCommInitRank(&world, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    // Ranks 0, 2 even; 1, 3 odd; rank 4 opts out. Keys reverse the order.
+    int color = ctx.rank == 4 ? FAIRWAY_SPLIT_NOCOLOR : ctx.rank % 2;
+    fwComm_t half = nullptr;
+    RANK_CHECK(ctx, fwCommSplit(world, color, -ctx.rank, &half) == fwSuccess, "split");
+    if (ctx.rank == 4) {
+      RANK_CHECK(ctx, half == nullptr, "NOCOLOR rank got a communicator");
+    } else {
+      int rank = -1, size = -1;
+      fwCommUserRank(half, &rank);
+      fwCommCount(half, &size);
+      RANK_CHECK(ctx, size == 2, "split size");
+      RANK_CHECK(ctx, rank == (ctx.rank < 2 ? 1 : 0), "split rank follows key");
+      int64_t mine = ctx.rank, sum = -1;
+      RANK_CHECK(ctx, fwAllReduce(&mine, &sum, 1, fwInt64, fwSum, half, nullptr) == fwSuccess, "allreduce in split");
+      RANK_CHECK(ctx, sum == (color == 0 ? 2 : 4), "sum over the split's members");
+      RANK_CHECK(ctx, fwCommDestroy(half) == fwSuccess, "destroy split");
+    }
+    // The parent still works after the split.
+    int64_t one = 1, total = 0;
+    RANK_CHECK(ctx, fwAllReduce(&one, &total, 1, fwInt64, fwSum, world, nullptr) == fwSuccess && total == 5,
+               "parent after split");
+    RANK_CHECK(ctx, fwCommDestroy(world) == fwSuccess, "destroy world");
+    return failures;
+  }));
+}
+
+TEST(PointToPoint, RingExchangeAndSelfMessages) {
+  expectAllSucceeded(runRanks(4, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    const size_t n = (1 << 20) + 3;
+    std::vector<float> out(n), in(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(ctx.rank * 1000 + i % 1000);
+    int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    fwRequest_t send, recv;
+    RANK_CHECK(ctx, fwIrecv(in.data(), n, fwFloat32, left, comm, &recv) == fwSuccess, "irecv");
+    RANK_CHECK(ctx, fwIsend(out.data(), n, fwFloat32, right, comm, &send) == fwSuccess, "isend");
+    int done = 0;
+    while (!done) RANK_CHECK(ctx, fwTest(recv, &done) == fwSuccess, "test");
+    RANK_CHECK(ctx, fwWait(send) == fwSuccess, "wait send");
+    bool ok = true;
+    for (size_t i = 0; i < n; ++i) ok = ok && in[i] == static_cast<float>(left * 1000 + i % 1000);
+    RANK_CHECK(ctx, ok, "ring payload");
+    // Blocking pairs: even ranks send first, odd ranks receive first.
+    int partner = ctx.rank ^ 1;
+    int32_t token = ctx.rank, got = -1;
+    if (ctx.rank % 2 == 0) {
+      RANK_CHECK(ctx, fwSend(&token, 1, fwInt32, partner, comm, nullptr) == fwSuccess, "send");
+      RANK_CHECK(ctx, fwRecv(&got, 1, fwInt32, partner, comm, nullptr) == fwSuccess, "recv");
+    } else {
+      RANK_CHECK(ctx, fwRecv(&got, 1, fwInt32, partner, comm, nullptr) == fwSuccess, "recv");
+      RANK_CHECK(ctx, fwSend(&token, 1, fwInt32, partner, comm, nullptr) == fwSuccess, "send");
+    }
+    RANK_CHECK(ctx, got == partner, "pair payload");
+    // Messages to oneself, and messages matched in order.
+    int32_t a = 7, b = 8, x = 0, y = 0;
+    fwRequest_t r1, r2;
+    RANK_CHECK(ctx, fwIrecv(&x, 1, fwInt32, ctx.rank, comm, &r1) == fwSuccess, "self irecv 1");
+    RANK_CHECK(ctx, fwIrecv(&y, 1, fwInt32, ctx.rank, comm, &r2) == fwSuccess, "self irecv 2");
+    RANK_CHECK(ctx, fwSend(&a, 1, fwInt32, ctx.rank, comm, nullptr) == fwSuccess, "self send 1");
+    RANK_CHECK(ctx, fwSend(&b, 1, fwInt32, ctx.rank, comm, nullptr) == fwSuccess, "self send 2");
+    RANK_CHECK(ctx, fwWait(r1) == fwSuccess && fwWait(r2) == fwSuccess, "self waits");
+    RANK_CHECK(ctx, x == 7 && y == 8, "self messages in order");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(NonBlocking, ManyInFlightCompleteInOrder) {
+  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    const int kOps = 6;
+    const size_t n = 100000;
+    std::vector<std::vector<int32_t>> in(kOps, std::vector<int32_t>(n)), out(kOps, std::vector<int32_t>(n));
+    std::vector<fwRequest_t> requests(kOps);
+    for (int k = 0; k < kOps; ++k) {
+      for (size_t i = 0; i < n; ++i) in[k][i] = static_cast<int32_t>((ctx.rank + 1) * (k + 1));
+      RANK_CHECK(ctx, fwIallReduce(in[k].data(), out[k].data(), n, fwInt32, fwSum, comm, &requests[k]) == fwSuccess,
+                 "iallreduce");
+    }
+    // A blocking call queues behind them.
+    int32_t one = 1, sum = 0;
+    RANK_CHECK(ctx, fwAllReduce(&one, &sum, 1, fwInt32, fwSum, comm, nullptr) == fwSuccess && sum == 3, "blocking");
+    for (int k = kOps - 1; k >= 0; --k) RANK_CHECK(ctx, fwWait(requests[k]) == fwSuccess, "wait");
+    for (int k = 0; k < kOps; ++k) RANK_CHECK(ctx, out[k][n - 1] == 6 * (k + 1), "result");
+    fwRequest_t barrier;
+    RANK_CHECK(ctx, fwIbarrier(comm, &barrier) == fwSuccess && fwWait(barrier) == fwSuccess, "ibarrier");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(Barrier, NoRankLeavesBeforeAllEnter) {
+  expectAllSucceeded(runRanks(4, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    auto now = [] {
+      return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    std::this_thread::sleep_for(std::chrono::milliseconds(60 * ctx.rank));
+    int64_t times[2];
+    times[0] = now();
+    RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "barrier");
+    times[1] = now();
+    std::vector<int64_t> all(2 * ctx.nranks);
+    RANK_CHECK(ctx, fwAllGather(times, all.data(), 2, fwInt64, comm, nullptr) == fwSuccess, "allgather");
+    int64_t lastEntry = 0;
+    for (int r = 0; r < ctx.nranks; ++r) lastEntry = std::max(lastEntry, all[2 * r]);
+    for (int r = 0; r < ctx.nranks; ++r) RANK_CHECK(ctx, all[2 * r + 1] >= lastEntry, "left before the last entered");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(AllToAllv, UnevenBlocksWithGaps) {
+  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    const int n = ctx.nranks;
+    auto blockSize = [](int from, int to) { return static_cast<size_t>(1000 * (from + 1) + 7 * to); };
+    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+    size_t sendTotal = 0, recvTotal = 0;
+    for (int j = 0; j < n; ++j) {
+      sc[j] = blockSize(ctx.rank, j);
+      sd[j] = sendTotal;
+      sendTotal += sc[j] + 3;  // gaps between blocks
+      rc[j] = blockSize(j, ctx.rank);
+      rd[j] = recvTotal;
+      recvTotal += rc[j] + 5;
+    }
+    std::vector<int64_t> send(sendTotal, -1), recv(recvTotal, -2);
+    for (int j = 0; j < n; ++j)
+      for (size_t i = 0; i < sc[j]; ++i) send[sd[j] + i] = ctx.rank * 1000000 + j * 10000 + static_cast<int64_t>(i);
+    RANK_CHECK(ctx, fwAllToAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), fwInt64, comm,
+                                nullptr) == fwSuccess, "alltoallv");
+    for (int j = 0; j < n; ++j) {
+      bool ok = true;
+      for (size_t i = 0; i < rc[j]; ++i) ok = ok && recv[rd[j] + i] == j * 1000000 + ctx.rank * 10000 + static_cast<int64_t>(i);
+      for (size_t g = 0; g < 5; ++g) ok = ok && recv[rd[j] + rc[j] + g] == -2;  // gaps untouched
+      RANK_CHECK(ctx, ok, "block from rank " + std::to_string(j));
+    }
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Each launcher's variables, set in the rank before fwCommInitFromEnv.
+void initFromEnvironment(const char* rankVar, const char* sizeVar, bool torchStyle) {
+  int port = freePort();
+  expectAllSucceeded(runRanks(3, [&](const RankContext& ctx) {
+    int failures = 0;
+    setenv(rankVar, std::to_string(ctx.rank).c_str(), 1);
+    setenv(sizeVar, std::to_string(ctx.nranks).c_str(), 1);
+    if (torchStyle) {
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port - 1).c_str(), 1);  // root listens on MASTER_PORT + 1
+    } else {
+      setenv("FAIRWAY_COMM_ID", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+    }
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitFromEnv(&comm) == fwSuccess, std::string("init from ") + rankVar);
+    if (failures) return failures;
+    int rank = -1;
+    fwCommUserRank(comm, &rank);
+    RANK_CHECK(ctx, rank == ctx.rank, "rank from the environment");
+    int32_t one = 1, sum = 0;
+    RANK_CHECK(ctx, fwAllReduce(&one, &sum, 1, fwInt32, fwSum, comm, nullptr) == fwSuccess && sum == 3, "allreduce");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(InitFromEnv, Fairwayrun) { initFromEnvironment("FAIRWAY_RANK", "FAIRWAY_WORLD_SIZE", false); }
+TEST(InitFromEnv, Torchrun) { initFromEnvironment("RANK", "WORLD_SIZE", true); }
+TEST(InitFromEnv, OpenMpi) { initFromEnvironment("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", false); }
+TEST(InitFromEnv, Slurm) { initFromEnvironment("SLURM_PROCID", "SLURM_NTASKS", false); }
+
+TEST(InitFromEnv, MissingLauncherSaysWhatToSet) {
+  fwComm_t comm = nullptr;
+  EXPECT_EQ(fwCommInitFromEnv(&comm), fwInvalidUsage);
+  EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "FAIRWAY_RANK"), nullptr) << fwGetLastErrorMessage();
+}
+
+}  // namespace
+}  // namespace fairway::testing

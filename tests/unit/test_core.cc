@@ -1,0 +1,149 @@
+// Pure logic: datatypes, reductions, configuration, algorithm selection.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "algorithms/selector.h"
+#include "core/config.h"
+#include "core/datatype.h"
+#include "core/reducer.h"
+
+namespace fairway {
+namespace {
+
+TEST(Half, RoundTripsEveryFiniteValue) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    uint16_t h = static_cast<uint16_t>(bits);
+    if ((h & 0x7c00) == 0x7c00) continue;  // inf, nan
+    EXPECT_EQ(floatToHalf(halfToFloat(h)), h) << std::hex << bits;
+  }
+}
+
+TEST(Half, RoundsToNearestEven) {
+  EXPECT_EQ(halfToFloat(floatToHalf(2049.0f)), 2048.0f);   // tie: to even
+  EXPECT_EQ(halfToFloat(floatToHalf(2051.0f)), 2052.0f);   // tie: to even
+  EXPECT_EQ(halfToFloat(floatToHalf(2050.5f)), 2050.0f);
+  EXPECT_TRUE(std::isinf(halfToFloat(floatToHalf(70000.0f))));
+  EXPECT_EQ(halfToFloat(floatToHalf(5.9604645e-08f)), 5.9604645e-08f);  // smallest subnormal
+  EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(NAN))));
+}
+
+TEST(Bfloat16, RoundsToNearestEven) {
+  EXPECT_EQ(bfloat16ToFloat(floatToBfloat16(1.0f)), 1.0f);
+  EXPECT_EQ(bfloat16ToFloat(floatToBfloat16(257.0f)), 256.0f);  // tie: to even
+  EXPECT_EQ(bfloat16ToFloat(floatToBfloat16(259.0f)), 260.0f);
+  EXPECT_TRUE(std::isnan(bfloat16ToFloat(floatToBfloat16(NAN))));
+}
+
+TEST(Datatype, BitwiseOpsOnlyOnIntegers) {
+  EXPECT_TRUE(isOpDefinedFor(fwBxor, fwUint8));
+  EXPECT_FALSE(isOpDefinedFor(fwBand, fwFloat32));
+  EXPECT_FALSE(isOpDefinedFor(fwBor, fwBfloat16));
+  EXPECT_TRUE(isOpDefinedFor(fwAvg, fwFloat16));
+  EXPECT_EQ(datatypeSize(fwBfloat16), 2u);
+  EXPECT_FALSE(isValidDatatype(fwNumTypes));
+}
+
+TEST(Reducer, IntegerOpsAndAverage) {
+  std::vector<int32_t> a = {1, -5, 7, 100}, b = {3, 2, -7, 28}, out(4);
+  Reducer(fwInt32, fwSum, 2).combine(out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out, (std::vector<int32_t>{4, -3, 0, 128}));
+  Reducer(fwInt32, fwMax, 2).combine(out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 2, 7, 100}));
+  Reducer(fwInt32, fwBxor, 2).combine(out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out[0], 1 ^ 3);
+  Reducer avg(fwInt32, fwAvg, 2);
+  avg.combine(out.data(), a.data(), b.data(), 4);
+  avg.finalize(out.data(), 4);
+  EXPECT_EQ(out, (std::vector<int32_t>{2, -1, 0, 64}));
+}
+
+TEST(Reducer, Int8WrapsLikeTheType) {
+  std::vector<int8_t> a = {100}, b = {100}, out(1);
+  Reducer(fwInt8, fwSum, 2).combine(out.data(), a.data(), b.data(), 1);
+  EXPECT_EQ(out[0], static_cast<int8_t>(200));
+}
+
+TEST(Reducer, HalfAccumulatesInFloat) {
+  std::vector<uint16_t> a = {floatToHalf(1.5f), floatToHalf(-2.0f)}, b = {floatToHalf(2.25f), floatToHalf(8.0f)};
+  std::vector<uint16_t> out(2);
+  Reducer(fwFloat16, fwProd, 2).combine(out.data(), a.data(), b.data(), 2);
+  EXPECT_EQ(halfToFloat(out[0]), 3.375f);
+  EXPECT_EQ(halfToFloat(out[1]), -16.0f);
+  Reducer avg(fwBfloat16, fwAvg, 4);
+  std::vector<uint16_t> x = {floatToBfloat16(6.0f)}, y = {floatToBfloat16(2.0f)}, z(1);
+  avg.combine(z.data(), x.data(), y.data(), 1);
+  avg.finalize(z.data(), 1);
+  EXPECT_EQ(bfloat16ToFloat(z[0]), 2.0f);
+}
+
+TEST(Reducer, InPlaceAliasing) {
+  std::vector<double> a = {1, 2, 3}, b = {10, 20, 30};
+  Reducer(fwFloat64, fwSum, 2).combine(a.data(), a.data(), b.data(), 3);
+  EXPECT_EQ(a, (std::vector<double>{11, 22, 33}));
+}
+
+class ConfigEnv : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const char* v : {"FAIRWAY_TIMEOUT_MS", "FAIRWAY_TRANSPORT", "FAIRWAY_ALGO", "FAIRWAY_SEGMENT_BYTES",
+                          "FAIRWAY_PIPELINE_DEPTH"}) {
+      unsetenv(v);
+    }
+  }
+};
+
+TEST_F(ConfigEnv, DefaultsAndOverrides) {
+  Config c;
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.timeoutMs, 300000);
+  setenv("FAIRWAY_TIMEOUT_MS", "1500", 1);
+  setenv("FAIRWAY_ALGO", " allreduce : ring ; allgather:bruck ", 1);
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.timeoutMs, 1500);
+  EXPECT_EQ(c.algoOverrides.at("allreduce"), "ring");
+  EXPECT_EQ(c.algoOverrides.at("allgather"), "bruck");
+}
+
+TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {
+  Config c;
+  setenv("FAIRWAY_TIMEOUT_MS", "-4", 1);
+  Status st = Config::fromEnvironment(&c);
+  EXPECT_EQ(st.code(), fwInvalidArgument);
+  EXPECT_NE(st.message().find("FAIRWAY_TIMEOUT_MS=-4"), std::string::npos);
+  unsetenv("FAIRWAY_TIMEOUT_MS");
+  setenv("FAIRWAY_TRANSPORT", "carrier-pigeon", 1);
+  EXPECT_NE(Config::fromEnvironment(&c).message().find("FAIRWAY_TRANSPORT"), std::string::npos);
+  unsetenv("FAIRWAY_TRANSPORT");
+  setenv("FAIRWAY_ALGO", "allreduce", 1);
+  EXPECT_NE(Config::fromEnvironment(&c).message().find("collective:algorithm"), std::string::npos);
+  setenv("FAIRWAY_ALGO", "", 1);
+  setenv("FAIRWAY_SEGMENT_BYTES", "12x", 1);
+  EXPECT_NE(Config::fromEnvironment(&c).message().find("FAIRWAY_SEGMENT_BYTES"), std::string::npos);
+}
+
+TEST(Selector, SizeBasedDefaultsAndOverrides) {
+  AlgorithmSelector s;
+  ASSERT_TRUE(AlgorithmSelector::create({}, &s).isOk());
+  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 1024), Algorithm::Rabenseifner);
+  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 64 << 20), Algorithm::Ring);
+  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 64), Algorithm::Bruck);
+  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 1 << 20), Algorithm::Ring);
+  ASSERT_TRUE(AlgorithmSelector::create({{"allreduce", "ring"}}, &s).isOk());
+  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 8), Algorithm::Ring);
+}
+
+TEST(Selector, RejectsUnknownNames) {
+  AlgorithmSelector s;
+  Status st = AlgorithmSelector::create({{"allreduce", "bruck"}}, &s);
+  EXPECT_EQ(st.code(), fwInvalidArgument);
+  EXPECT_NE(st.message().find("ring|rabenseifner"), std::string::npos) << st.message();
+  st = AlgorithmSelector::create({{"allsum", "ring"}}, &s);
+  EXPECT_NE(st.message().find("unknown collective 'allsum'"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace fairway
