@@ -18,6 +18,8 @@ Status ringAllgather(CollectiveContext& ctx, void* buf, const ChunkLayout& layou
 Status ringAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
 // Recursive halving then doubling: fewer steps for small and medium buffers.
 Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+// Partners swap whole buffers: fewest dependent steps, for small buffers.
+Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
 // log2(n) steps: best for small per-rank blocks.
 Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t sendcount);
 // buf is the source on root and the destination elsewhere.

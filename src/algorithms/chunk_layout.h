@@ -50,6 +50,12 @@ class RingCursor {
   size_t length() const { return seg_.length(layout_->chunkCount(chunk()), j_); }
   bool atEnd() const { return t_ >= steps_; }
   void advance() { ++j_; ++unit_; skipEmpty(); }
+  // How many units the whole schedule has.
+  size_t totalUnits() const {
+    RingCursor c = *this;
+    while (!c.atEnd()) c.advance();
+    return c.unit();
+  }
 
  private:
   void skipEmpty() {

@@ -18,8 +18,7 @@ Status ringAllgather(CollectiveContext& ctx, void* buf, const ChunkLayout& layou
 
   const size_t ownCount = layout.chunkCount(r);
   const size_t ownSegments = seg.countFor(ownCount);
-  size_t units = 0;
-  for (RingCursor c(layout, seg, r, 1); !c.atEnd(); c.advance()) ++units;
+  const size_t units = RingCursor(layout, seg, r, 1).totalUnits();
   // Sends are waited on only at the end: the right neighbour takes a
   // forward a whole chunk after it leaves, so waiting earlier stalls the ring.
   Pending* recvs = ctx.scratch().pendings(window + ownSegments + units);

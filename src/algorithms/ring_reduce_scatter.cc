@@ -37,8 +37,7 @@ Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, co
   const int firstChunk = positiveMod(r - 1, n);
   const size_t firstCount = layout.chunkCount(firstChunk);
   const size_t firstSegments = seg.countFor(firstCount);
-  size_t units = 0;
-  for (RingCursor c(layout, seg, r, 2); !c.atEnd(); c.advance()) ++units;
+  const size_t units = RingCursor(layout, seg, r, 2).totalUnits();
 
   char* slotBuffer = static_cast<char*>(ctx.scratch().bytes(window * seg.segmentElems * ctx.elementSize()));
   Pending* recvs = ctx.scratch().pendings(window + firstSegments + units);

@@ -13,7 +13,7 @@ struct Candidates {
 
 const std::vector<Candidates>& candidates() {
   static const std::vector<Candidates> table = {
-      {CollectiveKind::AllReduce, "allreduce", {Algorithm::Ring, Algorithm::Rabenseifner}},
+      {CollectiveKind::AllReduce, "allreduce", {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling}},
       {CollectiveKind::ReduceScatter, "reducescatter", {Algorithm::Ring}},
       {CollectiveKind::AllGather, "allgather", {Algorithm::Ring, Algorithm::Bruck}},
       {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial}},
@@ -27,10 +27,11 @@ const std::vector<Candidates>& candidates() {
   return table;
 }
 
-const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::Bruck, Algorithm::Binomial,
+const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::Bruck, Algorithm::Binomial,
                                     Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination};
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
+constexpr size_t kAllreduceRabenseifnerFromBytes = 16 * 1024;
 constexpr size_t kAllreduceRingFromBytes = 64 * 1024;
 constexpr size_t kAllgatherRingFromBlockBytes = 32 * 1024;
 
@@ -40,6 +41,7 @@ const char* algorithmName(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::Ring: return "ring";
     case Algorithm::Rabenseifner: return "rabenseifner";
+    case Algorithm::RecursiveDoubling: return "recursive_doubling";
     case Algorithm::Bruck: return "bruck";
     case Algorithm::Binomial: return "binomial";
     case Algorithm::Pairwise: return "pairwise";
@@ -89,7 +91,8 @@ Algorithm AlgorithmSelector::choose(CollectiveKind kind, size_t bytes) const {
   if (forced != forced_.end()) return forced->second;
   switch (kind) {
     case CollectiveKind::AllReduce:
-      return bytes >= kAllreduceRingFromBytes ? Algorithm::Ring : Algorithm::Rabenseifner;
+      if (bytes >= kAllreduceRingFromBytes) return Algorithm::Ring;
+      return bytes >= kAllreduceRabenseifnerFromBytes ? Algorithm::Rabenseifner : Algorithm::RecursiveDoubling;
     case CollectiveKind::AllGather:
       return bytes >= kAllgatherRingFromBlockBytes ? Algorithm::Ring : Algorithm::Bruck;
     default:

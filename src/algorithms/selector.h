@@ -11,7 +11,7 @@
 
 namespace fairway {
 
-enum class Algorithm { Ring, Rabenseifner, Bruck, Binomial, Pairwise, Linear, Dissemination };
+enum class Algorithm { Ring, Rabenseifner, RecursiveDoubling, Bruck, Binomial, Pairwise, Linear, Dissemination };
 
 const char* algorithmName(Algorithm algorithm);
 

@@ -32,8 +32,11 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
     case CollectiveKind::AllReduce: {
       Algorithm algo = selector.choose(a.kind, a.count * es);
       FW_LOG(Trace, Algo, "allreduce of %zu bytes: %s", a.count * es, algorithmName(algo));
-      return algo == Algorithm::Ring ? ringAllreduce(ctx, a.send, a.recv, a.count)
-                                     : rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
+      switch (algo) {
+        case Algorithm::Ring: return ringAllreduce(ctx, a.send, a.recv, a.count);
+        case Algorithm::RecursiveDoubling: return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
+        default: return rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
+      }
     }
     case CollectiveKind::ReduceScatter: {
       // Partial sums need a buffer laid out like send; send is the caller's

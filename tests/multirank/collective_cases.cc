@@ -1,5 +1,7 @@
 #include "tests/multirank/collective_cases.h"
 
+#include <string>
+
 #include "perf/check_data.h"
 
 namespace fairway::testing {
@@ -26,8 +28,31 @@ size_t expectEveryRanksBlock(void* expected, const CallArgs& a, int seed) {
   return a.count * a.nranks;
 }
 
-const std::vector<CollectiveCase> kCases = {
-    {"allreduce", true, false, true, one, one, sameBuffer,
+std::vector<CollectiveCase> withForcedAlgorithms(std::vector<CollectiveCase> cases) {
+  static const struct { const char* name; const char* algorithm; } kForced[] = {
+      {"allreduce_ring", "allreduce:ring"},
+      {"allreduce_rabenseifner", "allreduce:rabenseifner"},
+      {"allreduce_recursive_doubling", "allreduce:recursive_doubling"},
+      {"allgather_ring", "allgather:ring"},
+      {"allgather_bruck", "allgather:bruck"},
+  };
+  std::vector<CollectiveCase> extra;
+  for (const auto& forced : kForced) {
+    for (const CollectiveCase& c : cases) {
+      if (std::string(forced.algorithm).rfind(std::string(c.name) + ":", 0) == 0) {
+        CollectiveCase copy = c;
+        copy.name = forced.name;
+        copy.algorithm = forced.algorithm;
+        extra.push_back(copy);
+      }
+    }
+  }
+  cases.insert(cases.end(), extra.begin(), extra.end());
+  return cases;
+}
+
+const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
+    {"allreduce", nullptr, true, false, true, one, one, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIallReduce(a.send, a.recv, a.count, a.datatype, a.op, a.comm, rq)
                  : fwAllReduce(a.send, a.recv, a.count, a.datatype, a.op, a.comm, nullptr);
@@ -37,7 +62,7 @@ const std::vector<CollectiveCase> kCases = {
        fillReduced(e, a.datatype, a.op, a.nranks, 0, a.count, seed);
        return a.count;
      }},
-    {"reducescatter", true, false, true, all, one,
+    {"reducescatter", nullptr, true, false, true, all, one,
      [](size_t count, int rank, int, size_t* s, size_t* r) { *s = 0; *r = count * rank; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIreduceScatter(a.send, a.recv, a.count, a.datatype, a.op, a.comm, rq)
@@ -48,14 +73,14 @@ const std::vector<CollectiveCase> kCases = {
        fillReduced(e, a.datatype, a.op, a.nranks, a.count * a.rank, a.count, seed);
        return a.count;
      }},
-    {"allgather", false, false, true, one, all,
+    {"allgather", nullptr, false, false, true, one, all,
      [](size_t count, int rank, int, size_t* s, size_t* r) { *s = count * rank; *r = 0; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIallGather(a.send, a.recv, a.count, a.datatype, a.comm, rq)
                  : fwAllGather(a.send, a.recv, a.count, a.datatype, a.comm, nullptr);
      },
      fillOwnBlock, expectEveryRanksBlock},
-    {"broadcast", false, true, true, onRoot, one, sameBuffer,
+    {"broadcast", nullptr, false, true, true, onRoot, one, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIbroadcast(a.send, a.recv, a.count, a.datatype, a.root, a.comm, rq)
                  : fwBroadcast(a.send, a.recv, a.count, a.datatype, a.root, a.comm, nullptr);
@@ -65,7 +90,7 @@ const std::vector<CollectiveCase> kCases = {
        fill(e, a.datatype, fwSum, a.root, 0, a.count, seed);
        return a.count;
      }},
-    {"reduce", true, true, true, one, onRoot, sameBuffer,
+    {"reduce", nullptr, true, true, true, one, onRoot, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIreduce(a.send, a.recv, a.count, a.datatype, a.op, a.root, a.comm, rq)
                  : fwReduce(a.send, a.recv, a.count, a.datatype, a.op, a.root, a.comm, nullptr);
@@ -76,7 +101,7 @@ const std::vector<CollectiveCase> kCases = {
        fillReduced(e, a.datatype, a.op, a.nranks, 0, a.count, seed);
        return a.count;
      }},
-    {"alltoall", false, false, true, all, all, sameBuffer,
+    {"alltoall", nullptr, false, false, true, all, all, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIallToAll(a.send, a.recv, a.count, a.datatype, a.comm, rq)
                  : fwAllToAll(a.send, a.recv, a.count, a.datatype, a.comm, nullptr);
@@ -89,7 +114,7 @@ const std::vector<CollectiveCase> kCases = {
        }
        return a.count * a.nranks;
      }},
-    {"gather", false, true, true, one, allOnRoot,
+    {"gather", nullptr, false, true, true, one, allOnRoot,
      [](size_t count, int, int root, size_t* s, size_t* r) { *s = count * root; *r = 0; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIgather(a.send, a.recv, a.count, a.datatype, a.root, a.comm, rq)
@@ -99,7 +124,7 @@ const std::vector<CollectiveCase> kCases = {
      [](void* e, const CallArgs& a, int seed) -> size_t {
        return a.rank == a.root ? expectEveryRanksBlock(e, a, seed) : 0;
      }},
-    {"scatter", false, true, true, allOnRoot, one,
+    {"scatter", nullptr, false, true, true, allOnRoot, one,
      [](size_t count, int, int root, size_t* s, size_t* r) { *s = 0; *r = count * root; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIscatter(a.send, a.recv, a.count, a.datatype, a.root, a.comm, rq)
@@ -110,7 +135,7 @@ const std::vector<CollectiveCase> kCases = {
        fill(e, a.datatype, fwSum, a.root, a.count * a.rank, a.count, seed);
        return a.count;
      }},
-};
+});
 
 }  // namespace
 

@@ -24,6 +24,9 @@ struct CallArgs {
 
 struct CollectiveCase {
   const char* name;
+  // FAIRWAY_ALGO for the run (nullptr: the size-based default), so every
+  // algorithm meets every count, not just the sizes it is chosen for.
+  const char* algorithm;
   bool reduces;
   bool rooted;
   bool hasInPlace;

@@ -104,6 +104,7 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
 }
 
 int sweepCollective(const RankContext& ctx, const CollectiveCase& c) {
+  if (c.algorithm != nullptr) setenv("FAIRWAY_ALGO", c.algorithm, 1);  // this rank's process only
   fwComm_t comm = nullptr;
   if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) {
     reportFailure(ctx, std::string("fwCommInitRank: ") + fwGetLastErrorMessage());
