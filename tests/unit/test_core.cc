@@ -10,6 +10,9 @@
 #include "core/config.h"
 #include "core/datatype.h"
 #include "core/reducer.h"
+#include "core/reduce_kernels.h"
+
+#include <cstring>
 
 namespace fairway {
 namespace {
@@ -144,6 +147,42 @@ TEST(Selector, RejectsUnknownNames) {
   EXPECT_NE(st.message().find("ring|rabenseifner|recursive_doubling"), std::string::npos) << st.message();
   st = AlgorithmSelector::create({{"allsum", "ring"}}, &s);
   EXPECT_NE(st.message().find("unknown collective 'allsum'"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace fairway
+
+namespace fairway {
+namespace {
+
+// Both instruction-set builds must give identical bits: the CPU decides
+// which one runs, and ranks on different CPUs must agree.
+TEST(ReduceKernels, BaselineAndAvx2Agree) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  const size_t n = 1000;  // not a multiple of any vector width
+  std::vector<uint8_t> a(n * 8), b(n * 8), x(n * 8), y(n * 8);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i * 37 + 11);
+    b[i] = static_cast<uint8_t>(i * 91 + 5);
+  }
+  for (int t = 0; t < fwNumTypes; ++t) {
+    auto type = static_cast<fwDataType_t>(t);
+    if (type == fwFloat16) {  // keep halves finite and not NaN: clear the top exponent bit
+      for (size_t i = 1; i < a.size(); i += 2) { a[i] &= 0xbf; b[i] &= 0xbf; }
+    }
+    for (int o = 0; o < fwNumOps; ++o) {
+      auto op = static_cast<fwRedOp_t>(o);
+      if (!isOpDefinedFor(op, type)) continue;
+      kernels::Kernels base = kernels::baseline::kernelsFor(type, op);
+      kernels::Kernels wide = kernels::avx2::kernelsFor(type, op);
+      base.combine(x.data(), a.data(), b.data(), n);
+      wide.combine(y.data(), a.data(), b.data(), n);
+      base.divide(x.data(), n, 3);
+      wide.divide(y.data(), n, 3);
+      size_t bytes = n * datatypeSize(type);
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), bytes), 0) << datatypeName(type) << " " << opName(op);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,3 @@
+// Built with -mavx2 -mf16c (see src/CMakeLists.txt); used only where the CPU has both.
+#define FAIRWAY_KERNEL_ISA avx2
+#include "core/reduce_kernels.inc"

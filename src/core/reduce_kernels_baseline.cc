@@ -1,0 +1,2 @@
+#define FAIRWAY_KERNEL_ISA baseline
+#include "core/reduce_kernels.inc"
