@@ -15,14 +15,23 @@ bin=build/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-sweep=(-b 65536 -e 67108864 -f 2 -n 20 -w 5)
+# Iterations shrink as sizes grow so that every timed window lasts tens of
+# milliseconds: on shared cores a window of a few milliseconds measures the
+# scheduler, not the library. Both libraries get the same settings.
+sweeps=("-b 65536 -e 1048576 -f 2 -n 400 -w 20"
+        "-b 2097152 -e 8388608 -f 2 -n 60 -w 5"
+        "-b 16777216 -e 67108864 -f 2 -n 10 -w 2")
 for np in "${rank_counts[@]}"; do
   for rep in $(seq "$repeats"); do
-    "$bin/fairwayrun" -np "$np" "$bin/all_reduce_perf" "${sweep[@]}" -c 0 \
-      | awk -v np="$np" '!/^#/ && NF >= 8 {print "fairway", np, $1, $8}' >> "$out/raw"
-    mpirun -np "$np" --oversubscribe --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
-      "$bin/mpi_all_reduce_perf" "${sweep[@]}" 2>/dev/null \
-      | awk -v np="$np" '!/^#/ && NF >= 8 {print "ompi", np, $1, $8}' >> "$out/raw"
+    for sweep in "${sweeps[@]}"; do
+      # shellcheck disable=SC2086
+      "$bin/fairwayrun" -np "$np" "$bin/all_reduce_perf" $sweep -c 0 \
+        | awk -v np="$np" '!/^#/ && NF >= 8 {print "fairway", np, $1, $8}' >> "$out/raw"
+      # shellcheck disable=SC2086
+      mpirun -np "$np" --oversubscribe --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
+        "$bin/mpi_all_reduce_perf" $sweep 2>/dev/null \
+        | awk -v np="$np" '!/^#/ && NF >= 8 {print "ompi", np, $1, $8}' >> "$out/raw"
+    done
   done
 done
 python3 - "$out/raw" "$repeats" <<'PY'

@@ -19,7 +19,7 @@ const ConfigVariable kVariables[] = {
     {"FAIRWAY_PLUGIN_PATH", "", "Directory holding transport plugins"},
     {"FAIRWAY_SEGMENT_BYTES", "262144", "Pipeline segment of ring and tree algorithms"},
     {"FAIRWAY_PIPELINE_DEPTH", "4", "Segments in flight per peer"},
-    {"FAIRWAY_SPIN_US", "20", "Busy-poll time before a wait blocks on the transport's event fd"},
+    {"FAIRWAY_SPIN_US", "2000", "Busy-poll time before a wait blocks on the transport's event fd"},
     {"FAIRWAY_DEBUG", "WARN", "Log level: NONE|WARN|INFO|TRACE"},
     {"FAIRWAY_DEBUG_SUBSYS", "ALL", "Comma list: INIT,BOOTSTRAP,TRANSPORT,COLL,ALGO,API"},
     {"FAIRWAY_DEBUG_FILE", "", "Log file instead of stderr (%h host, %p pid)"},

@@ -23,7 +23,7 @@ struct Config {
   std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
   size_t segmentBytes = 256 * 1024;    // FAIRWAY_SEGMENT_BYTES: pipeline unit of ring/tree algorithms
   int pipelineDepth = 4;               // FAIRWAY_PIPELINE_DEPTH: segments in flight per peer
-  int64_t spinMicros = 20;             // FAIRWAY_SPIN_US: busy-poll this long before blocking
+  int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: busy-poll this long before blocking
 
   // Reads the environment; an invalid value fails naming the variable.
   static Status fromEnvironment(Config* out);

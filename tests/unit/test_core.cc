@@ -132,7 +132,7 @@ TEST(Selector, SizeBasedDefaultsAndOverrides) {
   AlgorithmSelector s;
   ASSERT_TRUE(AlgorithmSelector::create({}, &s).isOk());
   EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 1024), Algorithm::RecursiveDoubling);
-  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 32 * 1024), Algorithm::Rabenseifner);
+  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 32 * 1024), Algorithm::Ring);
   EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 64 << 20), Algorithm::Ring);
   EXPECT_EQ(s.choose(CollectiveKind::AllGather, 64), Algorithm::Bruck);
   EXPECT_EQ(s.choose(CollectiveKind::AllGather, 1 << 20), Algorithm::Ring);
