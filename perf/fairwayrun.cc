@@ -2,10 +2,12 @@
 //
 // Starts N ranks of CMD on this machine with the environment
 // fwCommInitFromEnv reads (FAIRWAY_RANK, FAIRWAY_WORLD_SIZE, FAIRWAY_LOCAL_RANK,
-// FAIRWAY_COMM_ID, FAIRWAY_JOB_SECRET). If a rank fails, the others get a
-// grace period to report their own errors, then are stopped. The exit status
-// is the first failing rank's (128 + signal for a signal), else 0.
+// FAIRWAY_COMM_ID, FAIRWAY_JOB_SECRET), each bound to one CPU (rank r on the
+// r-th allowed CPU, wrapping) unless --bind none. If a rank fails, the others
+// get a grace period to report their own errors, then are stopped. The exit
+// status is the first failing rank's (128 + signal for a signal), else 0.
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -26,15 +28,19 @@ struct Options {
   int nranks = 0;
   int graceSeconds = 10;
   int timeoutSeconds = 0;  // 0: none
+  bool bindToCore = true;
   std::vector<std::string> exports;
   std::vector<char*> command;
 };
 
 void usage() {
   std::fprintf(stderr,
-               "usage: fairwayrun -np N [-x VAR=VALUE]... [--grace SECONDS] [--timeout SECONDS] CMD [ARGS...]\n"
+               "usage: fairwayrun -np N [-x VAR=VALUE]... [--bind core|none] [--grace SECONDS] [--timeout SECONDS]\n"
+               "                  CMD [ARGS...]\n"
                "  -np N          ranks to start on this machine\n"
                "  -x VAR=VALUE   extra environment for every rank\n"
+               "  --bind core    rank r runs on the r-th CPU this process may use, wrapping (default)\n"
+               "  --bind none    ranks run where the kernel puts them\n"
                "  --grace S      after a rank fails, wait S seconds (default 10) before stopping the rest\n"
                "  --timeout S    stop every rank after S seconds (default: no limit)\n");
 }
@@ -58,6 +64,9 @@ bool parseOptions(int argc, char** argv, Options* o) {
     } else if (flag == "-x") {
       if (std::strchr(value, '=') == nullptr) return false;
       o->exports.push_back(value);
+    } else if (flag == "--bind") {
+      if (std::strcmp(value, "core") != 0 && std::strcmp(value, "none") != 0) return false;
+      o->bindToCore = std::strcmp(value, "core") == 0;
     } else if (flag == "--grace") {
       if (!parseInt(value, 0, &o->graceSeconds)) return false;
     } else if (flag == "--timeout") {
@@ -98,6 +107,24 @@ std::string randomSecret() {
   return hex;
 }
 
+// Pins the calling process to the rank-th CPU of the allowed set, wrapping:
+// ranks then stop migrating between cores mid-collective.
+void bindToCpu(int rank) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  int count = CPU_COUNT(&allowed);
+  if (count == 0) return;
+  int target = rank % count;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || target-- != 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) std::perror("fairwayrun: binding a rank");
+    return;
+  }
+}
+
 volatile sig_atomic_t forwardedSignal = 0;
 void onSignal(int sig) { forwardedSignal = sig; }
 
@@ -131,6 +158,7 @@ int main(int argc, char** argv) {
       setenv("FAIRWAY_COMM_ID", commId.c_str(), 1);
       setenv("FAIRWAY_JOB_SECRET", secret.c_str(), 1);
       for (const std::string& e : o.exports) putenv(const_cast<char*>(e.c_str()));
+      if (o.bindToCore) bindToCpu(r);
       execvp(o.command[0], o.command.data());
       std::fprintf(stderr, "fairwayrun: cannot run %s: %s\n", o.command[0], std::strerror(errno));
       _exit(127);

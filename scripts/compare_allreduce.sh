@@ -2,7 +2,9 @@
 # Side-by-side float32 allreduce busbw: Fairway's all_reduce_perf against
 # Open MPI's MPI_Allreduce over UCX, same ranks, same machine, same run.
 # Runs alternate between the two REPEATS times per rank count; the table
-# reports each size's median busbw (out-of-place) and the ratio.
+# reports each size's median busbw (out-of-place) and the ratio. Both bind
+# rank r to core r mod cores (fairwayrun's default; mpirun is asked to,
+# since it stops binding when ranks outnumber cores).
 #   usage: scripts/compare_allreduce.sh [REPEATS] [RANK COUNTS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +30,7 @@ for np in "${rank_counts[@]}"; do
       "$bin/fairwayrun" -np "$np" "$bin/all_reduce_perf" $sweep -c 0 \
         | awk -v np="$np" '!/^#/ && NF >= 8 {print "fairway", np, $1, $8}' >> "$out/raw"
       # shellcheck disable=SC2086
-      mpirun -np "$np" --oversubscribe --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
+      mpirun -np "$np" --oversubscribe --bind-to core:overload-allowed --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
         "$bin/mpi_all_reduce_perf" $sweep 2>/dev/null \
         | awk -v np="$np" '!/^#/ && NF >= 8 {print "ompi", np, $1, $8}' >> "$out/raw"
     done
