@@ -21,7 +21,7 @@ namespace {
 
 // Lives in the memory UCX reserves in front of each request.
 constexpr size_t kNotARecv = ~size_t{0};
-constexpr const char* kDefaultRendezvousThreshold = "128k";
+constexpr const char* kDefaultRendezvousThreshold = "256k";
 
 struct UcxRequest {
   bool completed;
@@ -83,9 +83,9 @@ class UcxTransport final : public Transport {
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
     if (st != UCS_OK) return ucxError("reading UCX configuration", st);
     // Below this size messages go eager: no rendezvous handshake, which on
-    // shared cores costs a context switch per message. Ring segments
-    // (FAIRWAY_SEGMENT_BYTES, 256 KiB) stay above it, so large buffers still
-    // move zero-copy. UCX_RNDV_THRESH in the environment wins.
+    // shared cores costs a context switch per message. It equals the ring's
+    // default segment (FAIRWAY_SEGMENT_BYTES, 256 KiB), so full segments of
+    // large buffers still move zero-copy (CMA). UCX_RNDV_THRESH wins if set.
     if (std::getenv("UCX_RNDV_THRESH") == nullptr) {
       st = ucp_config_modify(config, "RNDV_THRESH", kDefaultRendezvousThreshold);
       if (st != UCS_OK) FW_LOG(Warn, Transport, "ucx: cannot set RNDV_THRESH: %s", ucs_status_string(st));
