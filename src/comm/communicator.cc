@@ -50,13 +50,13 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   FW_RETURN_IF_ERROR(messenger->start());
   FW_LOG(Info, Init, "rank %d of %d: node %d of %d, local rank %d of %d, transport %s", rank, size, layout.nodeIndex,
          layout.nodeCount, layout.localRank, layout.localSize, transportName.c_str());
-  out->reset(new Communicator(config, selector, std::move(messenger), layout));
+  out->reset(new Communicator(config, selector, std::move(messenger)));
   return Status::ok();
 }
 
 Communicator::Communicator(const Config& config, const AlgorithmSelector& selector,
-                           std::unique_ptr<Messenger> messenger, NodeLayout layout)
-    : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout),
+                           std::unique_ptr<Messenger> messenger)
+    : config_(config), selector_(selector), messenger_(std::move(messenger)),
       sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {}
 
 Communicator::~Communicator() { executor_.drain(); }

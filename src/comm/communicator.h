@@ -30,7 +30,6 @@ class Communicator {
 
   int rank() const { return messenger_->rank(); }
   int size() const { return messenger_->size(); }
-  const NodeLayout& nodeLayout() const { return layout_; }
 
   // Runs a validated collective and returns when it is done.
   Status collective(const CollectiveArgs& args);
@@ -53,8 +52,7 @@ class Communicator {
   void abort();
 
  private:
-  Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger,
-               NodeLayout layout);
+  Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger);
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
   Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
@@ -63,7 +61,6 @@ class Communicator {
   Config config_;
   AlgorithmSelector selector_;
   std::unique_ptr<Messenger> messenger_;
-  NodeLayout layout_;
   Scratch scratch_;
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
   std::mutex pointToPointMutex_;

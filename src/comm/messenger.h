@@ -54,7 +54,6 @@ class Messenger {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
   const std::vector<PeerInfo>& peers() const { return peers_; }
-  const Transport& transport() const { return *transport_; }
 
  private:
   static constexpr size_t kNoticeBytes = 256;

@@ -41,7 +41,6 @@ struct Tag {
   static uint64_t control(int source) {
     return channelBits(TagChannel::Control) | (static_cast<uint64_t>(source) << kSourceShift);
   }
-  static int source(uint64_t tag) { return static_cast<int>((tag & kSourceMask) >> kSourceShift); }
   static uint32_t sequence(uint64_t tag) { return static_cast<uint32_t>((tag & kSequenceMask) >> kSequenceShift); }
   static uint8_t signature(uint64_t tag) { return static_cast<uint8_t>((tag & kSignatureMask) >> kSignatureShift); }
   static TagChannel channel(uint64_t tag) { return static_cast<TagChannel>(tag >> kChannelShift); }

@@ -8,23 +8,6 @@
 namespace fairway {
 namespace {
 
-const ConfigVariable kVariables[] = {
-    {"FAIRWAY_TIMEOUT_MS", "300000", "Longest wait for a peer before a call fails with fwTimeout"},
-    {"FAIRWAY_TRANSPORT", "auto", "Transport for every level: auto|ucx"},
-    {"FAIRWAY_ALGO", "", "Per-collective algorithm, e.g. allreduce:ring;allgather:bruck"},
-    {"FAIRWAY_SOCKET_IFNAME", "", "Interface the bootstrap root listens on"},
-    {"FAIRWAY_COMM_ID", "", "host:port of the bootstrap root for fwCommInitFromEnv"},
-    {"FAIRWAY_JOB_SECRET", "", "Job secret for fwCommInitFromEnv (else derived from the launcher's job id)"},
-    {"FAIRWAY_NODE_ID", "", "Node identity of this rank, overriding the host's"},
-    {"FAIRWAY_PLUGIN_PATH", "", "Directory holding transport plugins"},
-    {"FAIRWAY_SEGMENT_BYTES", "262144", "Pipeline segment of ring and tree algorithms"},
-    {"FAIRWAY_PIPELINE_DEPTH", "4", "Segments in flight per peer"},
-    {"FAIRWAY_SPIN_US", "2000", "Busy-poll time before a wait blocks on the transport's event fd"},
-    {"FAIRWAY_DEBUG", "WARN", "Log level: NONE|WARN|INFO|TRACE"},
-    {"FAIRWAY_DEBUG_SUBSYS", "ALL", "Comma list: INIT,BOOTSTRAP,TRANSPORT,COLL,ALGO,API"},
-    {"FAIRWAY_DEBUG_FILE", "", "Log file instead of stderr (%h host, %p pid)"},
-};
-
 const char* env(const char* name) {
   const char* value = std::getenv(name);
   return (value != nullptr && *value != '\0') ? value : nullptr;
@@ -86,11 +69,6 @@ Status Config::fromEnvironment(Config* out) {
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
   *out = c;
   return Status::ok();
-}
-
-const ConfigVariable* configVariables(size_t* count) {
-  *count = sizeof(kVariables) / sizeof(kVariables[0]);
-  return kVariables;
 }
 
 }  // namespace fairway

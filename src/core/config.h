@@ -29,12 +29,4 @@ struct Config {
   static Status fromEnvironment(Config* out);
 };
 
-// One row per variable, for fairway's documentation and error messages.
-struct ConfigVariable {
-  const char* name;
-  const char* defaultValue;
-  const char* meaning;
-};
-const ConfigVariable* configVariables(size_t* count);
-
 }  // namespace fairway

@@ -1,7 +1,6 @@
 #include "core/strings.h"
 
 #include <cctype>
-#include <cstdio>
 
 namespace fairway {
 
@@ -28,16 +27,6 @@ std::vector<std::string> splitString(const std::string& text, char sep) {
     start = end + 1;
   }
   return items;
-}
-
-std::string formatBytes(size_t bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  size_t value = bytes;
-  while (unit < 4 && value >= 1024 && value % 1024 == 0) { value /= 1024; ++unit; }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%zu %s", value, kUnits[unit]);
-  return buf;
 }
 
 }  // namespace fairway

@@ -10,6 +10,5 @@ std::string toUpper(std::string text);
 std::string trim(const std::string& text);
 // Splits on sep, trimming items and dropping empty ones.
 std::vector<std::string> splitString(const std::string& text, char sep);
-std::string formatBytes(size_t bytes);
 
 }  // namespace fairway
