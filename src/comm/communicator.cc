@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -46,10 +48,15 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   FW_RETURN_IF_ERROR(transport->connect(addresses, sameHost));
 
   NodeLayout layout = computeNodeLayout(nodeOfRank, rank);
-  auto messenger = std::make_unique<Messenger>(std::move(transport), rank, std::move(peers), config);
+  int ranksOnHost = 0;
+  for (bool same : sameHost) ranksOnHost += same ? 1 : 0;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const bool oversubscribed = cpus > 0 && ranksOnHost > cpus;
+  auto messenger = std::make_unique<Messenger>(std::move(transport), rank, std::move(peers), config, oversubscribed);
   FW_RETURN_IF_ERROR(messenger->start());
-  FW_LOG(Info, Init, "rank %d of %d: node %d of %d, local rank %d of %d, transport %s", rank, size, layout.nodeIndex,
-         layout.nodeCount, layout.localRank, layout.localSize, transportName.c_str());
+  FW_LOG(Info, Init, "rank %d of %d: node %d of %d, local rank %d of %d, transport %s, %d ranks on %ld CPUs: idle "
+         "waits %s", rank, size, layout.nodeIndex, layout.nodeCount, layout.localRank, layout.localSize,
+         transportName.c_str(), ranksOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
   out->reset(new Communicator(config, selector, std::move(messenger)));
   return Status::ok();
 }

@@ -15,11 +15,21 @@ namespace {
 constexpr int kHealthCheckIntervalMs = 50;
 // How long a failing rank spends telling its peers.
 constexpr int kNoticeFlushMs = 200;
+// Empty polls between clock reads: reading the clock on every poll cost a
+// tenth of a small allreduce's time.
+constexpr unsigned kPollsPerClockRead = 32;
+
+inline void pauseCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 }  // namespace
 
 Messenger::Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers,
-                     const Config& config)
-    : transport_(std::move(transport)), rank_(rank), peers_(std::move(peers)), config_(config) {}
+                     const Config& config, bool yieldWhenIdle)
+    : transport_(std::move(transport)), rank_(rank), peers_(std::move(peers)), config_(config),
+      yieldWhenIdle_(yieldWhenIdle) {}
 
 Messenger::~Messenger() { disconnect(); }
 
@@ -84,8 +94,11 @@ Status Messenger::waitAll(Pending* list, size_t count) {
   if (remaining == 0) return Status::ok();
 
   const auto spin = std::chrono::microseconds(config_.spinMicros);
-  Clock::time_point lastProgress = Clock::now();
-  Clock::time_point lastHealthCheck = lastProgress;
+  // The clock is read only every kPollsPerClockRead empty polls; idleSince
+  // is the first such reading after the last completion.
+  Clock::time_point idleSince{};
+  Clock::time_point lastHealthCheck{};
+  unsigned emptyPolls = 0;
   for (;;) {
     bool progressed = false;
     Status failure;
@@ -117,19 +130,26 @@ Status Messenger::waitAll(Pending* list, size_t count) {
       return brokenStatus();
     }
 
-    Clock::time_point now = Clock::now();
     if (progressed) {
-      lastProgress = now;
+      idleSince = Clock::time_point{};
+      emptyPolls = 0;
       continue;
     }
-    if (now - lastProgress < spin) {
-      sched_yield();
+    if (++emptyPolls % kPollsPerClockRead != 0) {
+      if (yieldWhenIdle_) {
+        sched_yield();
+      } else {
+        pauseCpu();
+      }
       continue;
     }
+    Clock::time_point now = Clock::now();
+    if (idleSince == Clock::time_point{}) idleSince = lastHealthCheck = now;
+    if (now - idleSince < spin) continue;
     if (now - lastHealthCheck >= std::chrono::milliseconds(kHealthCheckIntervalMs)) {
       lastHealthCheck = now;
       failure = diagnoseStall(list, count);
-      if (failure.isOk() && now - lastProgress >= std::chrono::milliseconds(config_.timeoutMs)) {
+      if (failure.isOk() && now - idleSince >= std::chrono::milliseconds(config_.timeoutMs)) {
         failure = timeoutStatus(list, count);
       }
       if (!failure.isOk()) {

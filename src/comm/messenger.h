@@ -28,7 +28,10 @@ struct Pending {
 
 class Messenger {
  public:
-  Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers, const Config& config);
+  // yieldWhenIdle: this host runs more ranks than it has CPUs, so an idle
+  // poll gives the core away instead of keeping it.
+  Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers, const Config& config,
+            bool yieldWhenIdle);
   ~Messenger();
 
   // Posts the receive for peers' abort notices; call once after connect.
@@ -71,6 +74,7 @@ class Messenger {
   int rank_;
   std::vector<PeerInfo> peers_;
   Config config_;
+  bool yieldWhenIdle_;
   std::mutex mutex_;  // serialises every call into transport_
 
   std::atomic<bool> broken_{false};
