@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/power_of_two_fold.h"
 
 namespace fairway {
 namespace {
@@ -32,36 +33,14 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
     reducer.finalize(recv, count);
     return Status::ok();
   }
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
   char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
   Exchange exchange{ctx};
-  // Message steps are fixed by position in the schedule, so ranks that sit
-  // out the middle still agree with their partners on the last one.
-  int rounds = 0;
-  while ((1 << rounds) < p) ++rounds;
-  const uint32_t foldStep = 0, unfoldStep = 1 + 2 * rounds;
-  uint32_t step = foldStep + 1;
-
-  // Fold the extra ranks in: even ranks below 2*rem give their data away.
-  int vrank;
-  if (r < 2 * rem) {
-    Pending* pending = ctx.scratch().pendings(1);
-    if (r % 2 == 0) {
-      FW_RETURN_IF_ERROR(ctx.send(r + 1, recv, count, foldStep, pending));
-      FW_RETURN_IF_ERROR(ctx.wait(pending));
-      vrank = -1;
-    } else {
-      FW_RETURN_IF_ERROR(ctx.recv(r - 1, tmp, count, foldStep, pending));
-      FW_RETURN_IF_ERROR(ctx.wait(pending));
-      reducer.combine(recv, recv, tmp, count);
-      vrank = r / 2;
-    }
-  } else {
-    vrank = r - rem;
-  }
-  auto realRank = [rem](int v) { return v < rem ? 2 * v + 1 : v + rem; };
+  const PowerOfTwoFold fold(r, n, /*stepsPerRound=*/2);
+  FW_RETURN_IF_ERROR(fold.fold(ctx, recv, count, tmp));
+  const int p = fold.participants();
+  const int vrank = fold.virtualRank();
+  auto realRank = [&fold](int v) { return fold.realRank(v); };
+  uint32_t step = 1;
 
   if (vrank >= 0) {
     const ChunkLayout blocks{count, p};
@@ -96,17 +75,7 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
     }
   }
 
-  // Hand the result back to the ranks that sat out.
-  if (r < 2 * rem) {
-    Pending* pending = ctx.scratch().pendings(1);
-    if (r % 2 == 0) {
-      FW_RETURN_IF_ERROR(ctx.recv(r + 1, recv, count, unfoldStep, pending));
-    } else {
-      FW_RETURN_IF_ERROR(ctx.send(r - 1, recv, count, unfoldStep, pending));
-    }
-    FW_RETURN_IF_ERROR(ctx.wait(pending));
-  }
-  return Status::ok();
+  return fold.unfold(ctx, recv, count);
 }
 
 }  // namespace fairway

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/power_of_two_fold.h"
 
 namespace fairway {
 
@@ -18,36 +19,17 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
     reducer.finalize(recv, count);
     return Status::ok();
   }
-  int p = 1;
-  int rounds = 0;
-  while (p * 2 <= n) { p *= 2; ++rounds; }
-  const int rem = n - p;
   char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
-  // Steps fixed by position: 0 fold, 1..rounds exchanges, rounds+1 unfold.
-  const uint32_t foldStep = 0, unfoldStep = static_cast<uint32_t>(rounds + 1);
+  const PowerOfTwoFold fold(r, n, /*stepsPerRound=*/1);
+  FW_RETURN_IF_ERROR(fold.fold(ctx, recv, count, tmp));
+  const int p = fold.participants();
+  const int vrank = fold.virtualRank();
   Pending* pending = ctx.scratch().pendings(2);
-
-  int vrank;
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      FW_RETURN_IF_ERROR(ctx.send(r + 1, recv, count, foldStep, pending));
-      FW_RETURN_IF_ERROR(ctx.wait(pending));
-      vrank = -1;
-    } else {
-      FW_RETURN_IF_ERROR(ctx.recv(r - 1, tmp, count, foldStep, pending));
-      FW_RETURN_IF_ERROR(ctx.wait(pending));
-      reducer.combine(recv, recv, tmp, count);
-      vrank = r / 2;
-    }
-  } else {
-    vrank = r - rem;
-  }
-  auto realRank = [rem](int v) { return v < rem ? 2 * v + 1 : v + rem; };
 
   if (vrank >= 0) {
     uint32_t step = 1;
     for (int mask = 1; mask < p; mask *= 2, ++step) {
-      int partner = realRank(vrank ^ mask);
+      int partner = fold.realRank(vrank ^ mask);
       FW_RETURN_IF_ERROR(ctx.recv(partner, tmp, count, step, &pending[0]));
       FW_RETURN_IF_ERROR(ctx.send(partner, recv, count, step, &pending[1]));
       FW_RETURN_IF_ERROR(ctx.waitAll(pending, 2));
@@ -61,15 +43,7 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
     reducer.finalize(recv, count);
   }
 
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      FW_RETURN_IF_ERROR(ctx.recv(r + 1, recv, count, unfoldStep, pending));
-    } else {
-      FW_RETURN_IF_ERROR(ctx.send(r - 1, recv, count, unfoldStep, pending));
-    }
-    FW_RETURN_IF_ERROR(ctx.wait(pending));
-  }
-  return Status::ok();
+  return fold.unfold(ctx, recv, count);
 }
 
 }  // namespace fairway
