@@ -196,16 +196,19 @@ Status Messenger::diagnoseStall(const Pending* list, size_t count) {
 }
 
 Status Messenger::checkAbortNotice() {
-  if (noticeRecv_.done) return Status::ok();
-  bool done = false;
+  bool arrived = false;
   Status st;
   {
+    // Several threads may wait at once (a send/recv and a queued collective).
     std::lock_guard<std::mutex> lock(mutex_);
-    st = transport_->test(noticeRecv_.handle, &done);
+    if (noticeRecv_.done) return Status::ok();
+    st = transport_->test(noticeRecv_.handle, &arrived);
+    if (arrived) {
+      noticeRecv_.done = true;
+      incomingNotice_[kNoticeBytes - 1] = '\0';
+    }
   }
-  if (!done) return Status::ok();
-  noticeRecv_.done = true;
-  incomingNotice_[kNoticeBytes - 1] = '\0';
+  if (!arrived) return Status::ok();
   Status why = st.isOk() ? Status(fwRemoteError, incomingNotice_)
                          : Status(fwRemoteError, "a peer sent a malformed failure notice: " + st.message());
   fail(why, /*notifyPeers=*/false);  // the sender already told everyone
