@@ -16,10 +16,8 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
   uint32_t step = 0;
   for (int have = 1; have < n; have *= 2, ++step) {
     int blocks = std::min(have, n - have);
-    Pending* p = ctx.scratch().pendings(2);
-    FW_RETURN_IF_ERROR(ctx.recv((r + have) % n, rotated + have * blockBytes, blocks * sendcount, step, &p[0]));
-    FW_RETURN_IF_ERROR(ctx.send(positiveMod(r - have, n), rotated, blocks * sendcount, step, &p[1]));
-    FW_RETURN_IF_ERROR(ctx.waitAll(p, 2));
+    FW_RETURN_IF_ERROR(ctx.sendRecv(positiveMod(r - have, n), rotated, blocks * sendcount, (r + have) % n,
+                                    rotated + have * blockBytes, blocks * sendcount, step));
   }
   // rotated[i] is rank (r + i)'s block.
   for (int i = 0; i < n; ++i) {

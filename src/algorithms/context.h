@@ -60,6 +60,14 @@ class CollectiveContext {
     return messenger_.recv(source, buf, elems * elementSize_, Tag::collective(source, sequence_, signature_, step),
                            out);
   }
+  // Sends sendElems to `to` while receiving recvElems from `from`; waits for both.
+  Status sendRecv(int to, const void* sendBuf, size_t sendElems, int from, void* recvBuf, size_t recvElems,
+                  uint32_t step) {
+    Pending* p = scratch_.pendings(2);
+    FW_RETURN_IF_ERROR(recv(from, recvBuf, recvElems, step, &p[0]));
+    FW_RETURN_IF_ERROR(send(to, sendBuf, sendElems, step, &p[1]));
+    return waitAll(p, 2);
+  }
   Status wait(Pending* p) { return messenger_.wait(p); }
   Status waitAll(Pending* list, size_t count) { return messenger_.waitAll(list, count); }
 

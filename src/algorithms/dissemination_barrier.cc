@@ -12,10 +12,7 @@ Status disseminationBarrier(CollectiveContext& ctx) {
   char incoming = 0;
   uint32_t round = 0;
   for (int distance = 1; distance < n; distance *= 2, ++round) {
-    Pending* p = ctx.scratch().pendings(2);
-    FW_RETURN_IF_ERROR(ctx.recv(positiveMod(r - distance, n), &incoming, 1, round, &p[0]));
-    FW_RETURN_IF_ERROR(ctx.send((r + distance) % n, &token, 1, round, &p[1]));
-    FW_RETURN_IF_ERROR(ctx.waitAll(p, 2));
+    FW_RETURN_IF_ERROR(ctx.sendRecv((r + distance) % n, &token, 1, positiveMod(r - distance, n), &incoming, 1, round));
   }
   return Status::ok();
 }

@@ -9,21 +9,6 @@
 #include "algorithms/power_of_two_fold.h"
 
 namespace fairway {
-namespace {
-
-struct Exchange {
-  CollectiveContext& ctx;
-  // Sends sendElems from sendBuf to peer while receiving recvElems into recvBuf.
-  Status run(int peer, const void* sendBuf, size_t sendElems, void* recvBuf, size_t recvElems, uint32_t step) {
-    Pending* p = ctx.scratch().pendings(2);
-    FW_RETURN_IF_ERROR(ctx.recv(peer, recvBuf, recvElems, step, &p[0]));
-    FW_RETURN_IF_ERROR(ctx.send(peer, sendBuf, sendElems, step, &p[1]));
-    return ctx.waitAll(p, 2);
-  }
-};
-
-}  // namespace
-
 Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
   const int n = ctx.size();
   const int r = ctx.rank();
@@ -34,7 +19,6 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
     return Status::ok();
   }
   char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
-  Exchange exchange{ctx};
   const PowerOfTwoFold fold(r, n, /*stepsPerRound=*/2);
   FW_RETURN_IF_ERROR(fold.fold(ctx, recv, count, tmp));
   const int p = fold.participants();
@@ -54,8 +38,8 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
       int keepLo = keepLow ? lo : mid, keepHi = keepLow ? mid : hi;
       int giveLo = keepLow ? mid : lo, giveHi = keepLow ? hi : mid;
       size_t keepElems = offsetOf(keepHi) - offsetOf(keepLo);
-      FW_RETURN_IF_ERROR(exchange.run(realRank(partner), ctx.at(recv, offsetOf(giveLo)),
-                                      offsetOf(giveHi) - offsetOf(giveLo), tmp, keepElems, step));
+      FW_RETURN_IF_ERROR(ctx.sendRecv(realRank(partner), ctx.at(recv, offsetOf(giveLo)),
+                                      offsetOf(giveHi) - offsetOf(giveLo), realRank(partner), tmp, keepElems, step));
       reducer.combine(ctx.at(recv, offsetOf(keepLo)), ctx.at(recv, offsetOf(keepLo)), tmp, keepElems);
       lo = keepLo;
       hi = keepHi;
@@ -67,9 +51,9 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
       int width = hi - lo;
       int partnerLo = (vrank & mask) ? lo - width : lo + width;
       int partnerHi = partnerLo + width;
-      FW_RETURN_IF_ERROR(exchange.run(realRank(partner), ctx.at(recv, offsetOf(lo)), offsetOf(hi) - offsetOf(lo),
-                                      ctx.at(recv, offsetOf(partnerLo)), offsetOf(partnerHi) - offsetOf(partnerLo),
-                                      step));
+      FW_RETURN_IF_ERROR(ctx.sendRecv(realRank(partner), ctx.at(recv, offsetOf(lo)), offsetOf(hi) - offsetOf(lo),
+                                      realRank(partner), ctx.at(recv, offsetOf(partnerLo)),
+                                      offsetOf(partnerHi) - offsetOf(partnerLo), step));
       lo = std::min(lo, partnerLo);
       hi = std::max(hi, partnerHi);
     }

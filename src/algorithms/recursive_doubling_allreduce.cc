@@ -24,15 +24,12 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
   FW_RETURN_IF_ERROR(fold.fold(ctx, recv, count, tmp));
   const int p = fold.participants();
   const int vrank = fold.virtualRank();
-  Pending* pending = ctx.scratch().pendings(2);
 
   if (vrank >= 0) {
     uint32_t step = 1;
     for (int mask = 1; mask < p; mask *= 2, ++step) {
       int partner = fold.realRank(vrank ^ mask);
-      FW_RETURN_IF_ERROR(ctx.recv(partner, tmp, count, step, &pending[0]));
-      FW_RETURN_IF_ERROR(ctx.send(partner, recv, count, step, &pending[1]));
-      FW_RETURN_IF_ERROR(ctx.waitAll(pending, 2));
+      FW_RETURN_IF_ERROR(ctx.sendRecv(partner, recv, count, partner, tmp, count, step));
       // Lower rank's data first, so both partners compute identical bits.
       if (vrank < (vrank ^ mask)) {
         reducer.combine(recv, recv, tmp, count);

@@ -122,7 +122,8 @@ Status Messenger::waitAll(Pending* list, size_t count) {
       }
     }
     if (failure.isOk() && remaining == 0) return Status::ok();
-    if (failure.isOk()) failure = checkAbortNotice();
+    // Peers' failure notices are read by diagnoseStall once the wait idles;
+    // a failure another thread saw shows here at once.
     if (failure.isOk() && broken_.load(std::memory_order_acquire)) failure = brokenStatus();  // another thread failed
     if (!failure.isOk()) {
       cancel(list, count);
