@@ -30,6 +30,7 @@ struct Options {
   int timeoutSeconds = 0;  // 0: none
   bool bindToCore = true;
   std::vector<std::string> exports;
+  std::vector<std::string> nodeOfRank;  // FAIRWAY_NODE_ID per rank; empty: one real node
   std::vector<char*> command;
 };
 
@@ -42,7 +43,10 @@ void usage() {
                "  --bind core    rank r runs on the r-th CPU this process may use, wrapping (default)\n"
                "  --bind none    ranks run where the kernel puts them\n"
                "  --grace S      after a rank fails, wait S seconds (default 10) before stopping the rest\n"
-               "  --timeout S    stop every rank after S seconds (default: no limit)\n");
+               "  --timeout S    stop every rank after S seconds (default: no limit)\n"
+               "  --nodes M      pose as M nodes: ranks split into M contiguous blocks, each with its own\n"
+               "                 FAIRWAY_NODE_ID (node0, node1, ...)\n"
+               "  --node-ids A,B,...  FAIRWAY_NODE_ID of each rank, in rank order (any layout)\n");
 }
 
 bool parseInt(const char* text, int minValue, int* out) {
@@ -55,6 +59,7 @@ bool parseInt(const char* text, int minValue, int* out) {
 
 bool parseOptions(int argc, char** argv, Options* o) {
   int i = 1;
+  int emulatedNodes = 0;
   for (; i < argc && argv[i][0] == '-'; ++i) {
     std::string flag = argv[i];
     if (i + 1 >= argc) return false;
@@ -71,13 +76,38 @@ bool parseOptions(int argc, char** argv, Options* o) {
       if (!parseInt(value, 0, &o->graceSeconds)) return false;
     } else if (flag == "--timeout") {
       if (!parseInt(value, 1, &o->timeoutSeconds)) return false;
+    } else if (flag == "--nodes") {
+      if (!parseInt(value, 1, &emulatedNodes)) return false;
+    } else if (flag == "--node-ids") {
+      o->nodeOfRank.clear();
+      std::string list = value;
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        if (comma == start) return false;
+        o->nodeOfRank.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
     } else {
       return false;
     }
   }
   for (; i < argc; ++i) o->command.push_back(argv[i]);
   o->command.push_back(nullptr);
-  return o->nranks > 0 && o->command.size() > 1;
+  if (o->nranks <= 0 || o->command.size() <= 1) return false;
+  if (emulatedNodes > 0) {
+    if (!o->nodeOfRank.empty() || emulatedNodes > o->nranks) return false;
+    // Blocks as even as they go: the first nranks % M nodes get one more rank.
+    for (int node = 0; node < emulatedNodes; ++node) {
+      int ranks = o->nranks / emulatedNodes + (node < o->nranks % emulatedNodes ? 1 : 0);
+      for (int k = 0; k < ranks; ++k) o->nodeOfRank.push_back("node" + std::to_string(node));
+    }
+  }
+  if (!o->nodeOfRank.empty() && static_cast<int>(o->nodeOfRank.size()) != o->nranks) {
+    std::fprintf(stderr, "fairwayrun: --node-ids names %zu ranks, -np is %d\n", o->nodeOfRank.size(), o->nranks);
+    return false;
+  }
+  return true;
 }
 
 // A port the kernel just handed out on loopback; rank 0 listens on it.
@@ -157,6 +187,7 @@ int main(int argc, char** argv) {
       setenv("FAIRWAY_LOCAL_SIZE", std::to_string(o.nranks).c_str(), 1);
       setenv("FAIRWAY_COMM_ID", commId.c_str(), 1);
       setenv("FAIRWAY_JOB_SECRET", secret.c_str(), 1);
+      if (!o.nodeOfRank.empty()) setenv("FAIRWAY_NODE_ID", o.nodeOfRank[r].c_str(), 1);
       for (const std::string& e : o.exports) putenv(const_cast<char*>(e.c_str()));
       if (o.bindToCore) bindToCpu(r);
       execvp(o.command[0], o.command.data());

@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <map>
-
 namespace fairway {
 
 std::string hostName() {
@@ -14,26 +12,6 @@ std::string hostName() {
 
 std::string nodeIdentity(const std::string& nodeIdOverride) {
   return nodeIdOverride.empty() ? hostName() : nodeIdOverride;
-}
-
-NodeLayout computeNodeLayout(const std::vector<std::string>& nodeOfRank, int rank) {
-  NodeLayout layout;
-  // emplace keeps the first index, so nodes are numbered by their lowest rank.
-  std::map<std::string, int> nodeIndexOf;
-  for (const std::string& node : nodeOfRank) {
-    nodeIndexOf.emplace(node, static_cast<int>(nodeIndexOf.size()));
-  }
-  const std::string& mine = nodeOfRank[rank];
-  layout.nodeIndex = nodeIndexOf[mine];
-  layout.nodeCount = static_cast<int>(nodeIndexOf.size());
-  layout.localRank = 0;
-  layout.localSize = 0;
-  for (size_t r = 0; r < nodeOfRank.size(); ++r) {
-    if (nodeOfRank[r] != mine) continue;
-    if (static_cast<int>(r) < rank) ++layout.localRank;
-    ++layout.localSize;
-  }
-  return layout;
 }
 
 }  // namespace fairway

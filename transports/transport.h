@@ -21,7 +21,7 @@
 
 namespace fairway {
 
-constexpr int kTransportAbiVersion = 1;
+constexpr int kTransportAbiVersion = 2;
 
 enum class MemoryType { Host, Cuda };
 
@@ -42,6 +42,13 @@ struct TransportInitArgs {
   int rank = 0;
   int size = 1;
   int64_t timeoutMs = 0;
+  // Reach peers over network devices only, never shared memory: the
+  // inter-node level, which must cross the wire even when "nodes" are
+  // emulated on one host.
+  bool networkOnly = false;
+  // The network device to use ("mlx5_0:1", "eth0"); empty lets the
+  // transport choose.
+  std::string netDevice;
 };
 
 class Transport {
@@ -53,7 +60,8 @@ class Transport {
 
   // This rank's address, to be exchanged out of band before connect().
   virtual std::vector<uint8_t> localAddress() const = 0;
-  // Connects to every rank given all addresses (indexed by rank). Peers on
+  // Connects to every rank given all addresses (indexed by rank); ranks
+  // with an empty address are served by another transport. Peers on
   // this host may be reached over transports that cannot report a peer's
   // death (shared memory): the communicator watches their processes itself.
   virtual Status connect(const std::vector<std::vector<uint8_t>>& addresses, const std::vector<bool>& sameHost) = 0;
@@ -88,11 +96,16 @@ class Transport {
   virtual void disconnect(bool force) = 0;
 };
 
+struct NativeCollectivesEntry;
+
 struct TransportPlugin {
   int abiVersion;
   const char* name;
-  // Fails with a reason (fwNotAvailable) when the transport cannot run here.
+  // Point-to-point transport, or NULL. Fails with a reason (fwNotAvailable)
+  // when the transport cannot run here.
   Status (*create)(const TransportInitArgs& args, std::unique_ptr<Transport>* out);
+  // Native collectives on device memory (native_collectives.h), or NULL.
+  const struct NativeCollectivesEntry* native;
 };
 
 }  // namespace fairway

@@ -10,61 +10,158 @@
 #include "comm/transport_loader.h"
 #include "core/datatype.h"
 #include "core/log.h"
+#include "topo/net_device.h"
 
 namespace fairway {
+
+namespace {
+
+// The plan must be the same on every rank, so it is made from what all
+// ranks reported: a capability counts only when every rank has it.
+PlanInputs planInputs(const Config& config, const RankLayout& layout, const std::vector<PeerInfo>& peers, int rank,
+                      const LocalMachine& machine, bool ucxReachesCudaMemory) {
+  PlanInputs in;
+  in.forceAll = config.transport;
+  in.forceIntra = config.intraTransport;
+  in.forceInter = config.interTransport;
+  in.nodeCount = layout.nodeCount();
+  in.ucxReachesCudaMemory = ucxReachesCudaMemory;
+  in.cudaDevice = machine.cudaDevice;
+  in.nccl = machine.ncclAvailable;
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (in.cudaDevice.ok && !peers[r].hasCudaDevice) in.cudaDevice = Availability::no("rank " + std::to_string(r) + " has no CUDA device");
+    if (in.nccl.ok && !peers[r].hasNccl) in.nccl = Availability::no("NCCL is not usable on rank " + std::to_string(r));
+  }
+  for (int node = 0; node < layout.nodeCount() && in.sharedGpu.empty(); ++node) {
+    const std::vector<int>& ranks = layout.ranksOfNode(node);
+    for (size_t i = 0; i < ranks.size() && in.sharedGpu.empty(); ++i) {
+      for (size_t j = i + 1; j < ranks.size(); ++j) {
+        const std::string& bus = peers[ranks[i]].gpuBusId;
+        if (!bus.empty() && bus == peers[ranks[j]].gpuBusId) {
+          in.sharedGpu = "ranks " + std::to_string(ranks[i]) + " and " + std::to_string(ranks[j]) + " share GPU " +
+                         bus + " on node " + layout.nodeName(node);
+          break;
+        }
+      }
+    }
+  }
+  (void)rank;
+  return in;
+}
+
+std::vector<std::vector<uint8_t>> addressesFor(const std::vector<std::vector<uint8_t>>& all,
+                                               const std::vector<int>& routeOfPeer, int route) {
+  std::vector<std::vector<uint8_t>> out(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (routeOfPeer[r] == route) out[r] = all[r];
+  }
+  return out;
+}
+
+Status exchange(const Communicator::OobAllgather& oob, int size, const std::vector<uint8_t>& mine,
+                std::vector<std::vector<uint8_t>>* all) {
+  FW_RETURN_IF_ERROR(oob(mine, all));
+  if (static_cast<int>(all->size()) != size) {
+    return Status(fwInternalError, "out-of-band exchange returned " + std::to_string(all->size()) + " records for " +
+                                       std::to_string(size) + " ranks");
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status Communicator::create(const OobAllgather& oob, int rank, int size, const Config& config,
                             std::unique_ptr<Communicator>* out) {
   AlgorithmSelector selector;
   FW_RETURN_IF_ERROR(AlgorithmSelector::create(config.algoOverrides, &selector));
+  LocalMachine* machine = nullptr;
+  FW_RETURN_IF_ERROR(LocalMachine::get(config, &machine));
 
-  // Host memory has one transport today; "auto" resolves to it.
-  const std::string transportName = "ucx";
+  // Host buffers always move over UCX: inside a node over every transport
+  // UCX has (shared memory first), between nodes over the network only.
   TransportInitArgs args;
   args.rank = rank;
   args.size = size;
   args.timeoutMs = config.timeoutMs;
-  std::unique_ptr<Transport> transport;
-  FW_RETURN_IF_ERROR(createTransport(transportName, config.pluginPath, args, &transport));
+  std::unique_ptr<Transport> intra;
+  FW_RETURN_IF_ERROR(createTransport("ucx", config.pluginPath, args, &intra));
+  const bool ucxReachesCudaMemory = intra->capabilities().cudaMemory;
 
   PeerInfo mine = PeerInfo::forThisProcess(config.nodeId);
-  mine.transportAddress = transport->localAddress();
-  std::vector<std::vector<uint8_t>> records;
-  FW_RETURN_IF_ERROR(oob(mine.encode(), &records));
-  if (static_cast<int>(records.size()) != size) {
-    return Status(fwInternalError, "out-of-band exchange returned " + std::to_string(records.size()) + " records for " +
-                                       std::to_string(size) + " ranks");
+  mine.hasCudaDevice = machine->cudaDevice.ok;
+  mine.hasNccl = machine->ncclAvailable.ok;
+  if (machine->device) {
+    int ordinal = 0;
+    (void)machine->device->currentDevice(&ordinal, &mine.gpuBusId);
   }
+  mine.transportAddress = intra->localAddress();
+  std::vector<std::vector<uint8_t>> records;
+  FW_RETURN_IF_ERROR(exchange(oob, size, mine.encode(), &records));
   std::vector<PeerInfo> peers(size);
-  std::vector<std::vector<uint8_t>> addresses(size);
   std::vector<std::string> nodeOfRank(size);
+  std::vector<std::vector<uint8_t>> intraAddresses(size);
   std::vector<bool> sameHost(size);
   for (int r = 0; r < size; ++r) {
     FW_RETURN_IF_ERROR(PeerInfo::decode(records[r], &peers[r]).withContext("record of rank " + std::to_string(r)));
-    addresses[r] = peers[r].transportAddress;
     nodeOfRank[r] = peers[r].nodeId;
+    intraAddresses[r] = peers[r].transportAddress;
     sameHost[r] = mine.sharesProcessSpaceWith(peers[r]);
   }
-  FW_RETURN_IF_ERROR(transport->connect(addresses, sameHost));
+  RankLayout layout(nodeOfRank);
+  TransportRoutes routes;
+  routes.transportOfPeer.assign(size, 0);
+  for (int r = 0; r < size; ++r) routes.transportOfPeer[r] = layout.nodeOf(r) == layout.nodeOf(rank) ? 0 : 1;
+  FW_RETURN_IF_ERROR(intra->connect(addressesFor(intraAddresses, routes.transportOfPeer, 0), sameHost));
+  routes.transports.push_back(std::move(intra));
 
-  NodeLayout layout = computeNodeLayout(nodeOfRank, rank);
+  const int localRank = layout.localRankOf(rank);
+  const int gpuIndex = gpuIndexForRank(machine->topology, mine.gpuBusId, localRank);
+  NetDeviceChoice net;
+  if (layout.nodeCount() > 1) {
+    // Every rank takes this branch, so the second exchange stays collective.
+    net = chooseNetDevice(machine->topology, gpuIndex, localRank, config.netDevices);
+    args.networkOnly = true;
+    args.netDevice = net.ucxDevice;
+    std::unique_ptr<Transport> inter;
+    FW_RETURN_IF_ERROR(createTransport("ucx", config.pluginPath, args, &inter).withContext("inter-node level"));
+    std::vector<std::vector<uint8_t>> interAddresses;
+    FW_RETURN_IF_ERROR(exchange(oob, size, inter->localAddress(), &interAddresses));
+    // Network transports report a dead peer themselves.
+    FW_RETURN_IF_ERROR(inter->connect(addressesFor(interAddresses, routes.transportOfPeer, 1),
+                                      std::vector<bool>(size, false)));
+    routes.transports.push_back(std::move(inter));
+    FW_LOG(Info, Init, "rank %d: inter-node network device %s (%s)", rank,
+           net.ucxDevice.empty() ? "chosen by UCX" : net.ucxDevice.c_str(), net.why.c_str());
+  }
+
+  TransportPlan plan;
+  FW_RETURN_IF_ERROR(
+      TransportPlan::make(planInputs(config, layout, peers, rank, *machine, ucxReachesCudaMemory), &plan));
+  if (rank == 0) {
+    for (const PlanReason& reason : plan.reasons) {
+      FW_LOG_AT(reason.fallback ? LogLevel::Warn : LogLevel::Info, Init, "plan: %s", reason.text.c_str());
+    }
+    FW_LOG(Info, Init, "plan: %s", plan.describe().c_str());
+  }
+
   int ranksOnHost = 0;
   for (bool same : sameHost) ranksOnHost += same ? 1 : 0;
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const bool oversubscribed = cpus > 0 && ranksOnHost > cpus;
-  auto messenger = std::make_unique<Messenger>(std::move(transport), rank, std::move(peers), config, oversubscribed);
+  auto messenger = std::make_unique<Messenger>(std::move(routes), rank, std::move(peers), config, oversubscribed);
   FW_RETURN_IF_ERROR(messenger->start());
-  FW_LOG(Info, Init, "rank %d of %d: node %d of %d, local rank %d of %d, transport %s, %d ranks on %ld CPUs: idle "
-         "waits %s", rank, size, layout.nodeIndex, layout.nodeCount, layout.localRank, layout.localSize,
-         transportName.c_str(), ranksOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
-  out->reset(new Communicator(config, selector, std::move(messenger)));
+  FW_LOG(Info, Init, "rank %d of %d: node %d of %d (%s), local rank %d of %d, %d ranks on %ld CPUs: idle waits %s",
+         rank, size, layout.nodeOf(rank), layout.nodeCount(), layout.describe().c_str(), localRank,
+         layout.localSizeOf(rank), ranksOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
+  out->reset(new Communicator(config, selector, std::move(messenger), layout, plan, machine));
   return Status::ok();
 }
 
 Communicator::Communicator(const Config& config, const AlgorithmSelector& selector,
-                           std::unique_ptr<Messenger> messenger)
-    : config_(config), selector_(selector), messenger_(std::move(messenger)),
-      sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {}
+                           std::unique_ptr<Messenger> messenger, const RankLayout& layout, const TransportPlan& plan,
+                           LocalMachine* machine)
+    : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout), plan_(plan),
+      machine_(machine), sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {}
 
 Communicator::~Communicator() { executor_.drain(); }
 
@@ -148,10 +245,11 @@ Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32
 
 Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {
   return executor_.runNow([&]() -> Status {
-    // Three collective numbers on every rank, used or not, so all ranks
-    // stay in step: the color exchange and the new group's two allgathers.
+    // Five collective numbers on every rank, used or not, so all ranks stay
+    // in step: the color exchange, then two allgathers for each of the new
+    // communicator's (at most two) record exchanges.
     const uint32_t base = nextSequence_;
-    nextSequence_ += 3;
+    nextSequence_ += 5;
     int32_t mine[2] = {color, key};
     std::vector<int32_t> all(2 * size());
     CollectiveArgs args;
@@ -168,8 +266,11 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     for (int r = 0; r < size(); ++r) if (all[2 * r] == color) members.push_back(r);
     std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
     int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+    uint32_t next = base + 1;
     OobAllgather oob = [&](const std::vector<uint8_t>& record, std::vector<std::vector<uint8_t>>* records) {
-      return allgatherBytesInGroup(members, base + 1, record, records);
+      if (next + 2 > base + 5) return Status(fwInternalError, "split: more record exchanges than reserved");
+      next += 2;
+      return allgatherBytesInGroup(members, next - 2, record, records);
     };
     return Communicator::create(oob, newRank, static_cast<int>(members.size()), config_, out);
   });

@@ -14,7 +14,9 @@
 #include "comm/messenger.h"
 #include "comm/scratch.h"
 #include "core/config.h"
-#include "topo/node_identity.h"
+#include "comm/local_machine.h"
+#include "topo/rank_layout.h"
+#include "topo/transport_plan.h"
 
 namespace fairway {
 
@@ -40,6 +42,10 @@ class Communicator {
   Status postSend(const void* buf, size_t bytes, int peer, Pending* out);
   Status postRecv(void* buf, size_t bytes, int peer, Pending* out);
   Messenger& messenger() { return *messenger_; }
+  const RankLayout& layout() const { return layout_; }
+  const TransportPlan& plan() const { return plan_; }
+  const Config& config() const { return config_; }
+  LocalMachine& machine() { return *machine_; }
 
   // Ranks with the same color form a new communicator, ordered by key then
   // rank. FAIRWAY_SPLIT_NOCOLOR leaves *out empty.
@@ -52,7 +58,8 @@ class Communicator {
   void abort();
 
  private:
-  Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger);
+  Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger,
+               const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine);
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
   Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
@@ -61,6 +68,9 @@ class Communicator {
   Config config_;
   AlgorithmSelector selector_;
   std::unique_ptr<Messenger> messenger_;
+  RankLayout layout_;
+  TransportPlan plan_;
+  LocalMachine* machine_;  // process-wide, outlives every communicator
   Scratch scratch_;
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
   std::mutex pointToPointMutex_;

@@ -26,20 +26,29 @@ inline void pauseCpu() {
 }
 }  // namespace
 
-Messenger::Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers,
-                     const Config& config, bool yieldWhenIdle)
-    : transport_(std::move(transport)), rank_(rank), peers_(std::move(peers)), config_(config),
-      yieldWhenIdle_(yieldWhenIdle) {}
+Messenger::Messenger(TransportRoutes routes, int rank, std::vector<PeerInfo> peers, const Config& config,
+                     bool yieldWhenIdle)
+    : routes_(std::move(routes)), rank_(rank), peers_(std::move(peers)), config_(config),
+      yieldWhenIdle_(yieldWhenIdle), incomingNotices_(routes_.transports.size()) {}
 
 Messenger::~Messenger() { disconnect(); }
 
 Status Messenger::start() {
   std::lock_guard<std::mutex> lock(mutex_);
-  noticeRecv_ = Pending{};
-  noticeRecv_.done = false;
-  noticeRecv_.isRecv = true;
-  return transport_->irecv(-1, incomingNotice_, kNoticeBytes, Tag::channelBits(TagChannel::Control),
-                           Tag::kChannelMask, &noticeRecv_.handle);
+  for (size_t i = 0; i < incomingNotices_.size(); ++i) {
+    Pending& recv = incomingNotices_[i].recv;
+    recv = Pending{};
+    recv.isRecv = true;
+    recv.via = routes_.transports[i].get();
+    FW_RETURN_IF_ERROR(recv.via->irecv(-1, incomingNotices_[i].text, kNoticeBytes,
+                                       Tag::channelBits(TagChannel::Control), Tag::kChannelMask, &recv.handle));
+    recv.done = false;
+  }
+  return Status::ok();
+}
+
+void Messenger::progressAll() {
+  for (auto& transport : routes_.transports) transport->progress();
 }
 
 Status Messenger::postChecked(Status posted, Pending* out) {
@@ -53,16 +62,16 @@ Status Messenger::postChecked(Status posted, Pending* out) {
 
 Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
-  *out = Pending{kCompleted, peer, tag, false, true};
+  *out = Pending{kCompleted, peer, tag, false, true, transportOf(peer)};
   std::lock_guard<std::mutex> lock(mutex_);
-  return postChecked(transport_->isend(peer, buf, bytes, tag, &out->handle), out);
+  return postChecked(out->via->isend(peer, buf, bytes, tag, &out->handle), out);
 }
 
 Status Messenger::recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
-  *out = Pending{kCompleted, peer, tag, true, true};
+  *out = Pending{kCompleted, peer, tag, true, true, transportOf(peer)};
   std::lock_guard<std::mutex> lock(mutex_);
-  return postChecked(transport_->irecv(peer, buf, bytes, tag, Tag::kFullMask, &out->handle), out);
+  return postChecked(out->via->irecv(peer, buf, bytes, tag, Tag::kFullMask, &out->handle), out);
 }
 
 Status Messenger::test(Pending* p, bool* done) {
@@ -70,8 +79,8 @@ Status Messenger::test(Pending* p, bool* done) {
   Status st;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    transport_->progress();
-    st = transport_->test(p->handle, done);
+    progressAll();
+    st = p->via->test(p->handle, done);
   }
   if (*done) p->done = true;
   if (!st.isOk()) {
@@ -104,11 +113,11 @@ Status Messenger::waitAll(Pending* list, size_t count) {
     Status failure;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      transport_->progress();
+      progressAll();
       for (size_t i = 0; i < count && failure.isOk(); ++i) {
         if (list[i].done) continue;
         bool done = false;
-        Status st = transport_->test(list[i].handle, &done);
+        Status st = list[i].via->test(list[i].handle, &done);
         if (done) {
           list[i].done = true;
           --remaining;
@@ -164,34 +173,39 @@ Status Messenger::waitAll(Pending* list, size_t count) {
 }
 
 void Messenger::blockOnEvents(int timeoutMs) {
-  bool armed = false;
+  pollfd fds[2];
+  nfds_t watched = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!transport_->armEvents(&armed).isOk()) armed = false;
+    for (auto& transport : routes_.transports) {
+      bool armed = false;
+      if (!transport->armEvents(&armed).isOk() || !armed) return;  // work is already pending
+      int fd = transport->eventFd();
+      if (fd < 0 || watched == 2) {
+        sched_yield();
+        return;
+      }
+      fds[watched++] = pollfd{fd, POLLIN, 0};
+    }
   }
-  if (!armed) return;  // work is already pending
-  int fd = transport_->eventFd();
-  if (fd < 0) {
-    sched_yield();
-    return;
-  }
-  pollfd pfd{fd, POLLIN, 0};
-  (void)::poll(&pfd, 1, timeoutMs);
+  (void)::poll(fds, watched, timeoutMs);
 }
 
 void Messenger::cancel(Pending* list, size_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = 0; i < count; ++i) {
     if (list[i].done) continue;
-    transport_->cancel(list[i].handle);
+    list[i].via->cancel(list[i].handle);
     list[i].done = true;
   }
 }
 
 Status Messenger::diagnoseStall(const Pending* list, size_t count) {
   FW_RETURN_IF_ERROR(checkAbortNotice());
-  int lost = transport_->firstFailedPeer();
-  if (lost >= 0) return Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost));
+  for (auto& transport : routes_.transports) {
+    int lost = transport->firstFailedPeer();
+    if (lost >= 0) return Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost));
+  }
   FW_RETURN_IF_ERROR(findDeadLocalPeer());
   return findMismatchedPeer(list, count);
 }
@@ -199,18 +213,23 @@ Status Messenger::diagnoseStall(const Pending* list, size_t count) {
 Status Messenger::checkAbortNotice() {
   bool arrived = false;
   Status st;
+  const char* text = nullptr;
   {
     // Several threads may wait at once (a send/recv and a queued collective).
     std::lock_guard<std::mutex> lock(mutex_);
-    if (noticeRecv_.done) return Status::ok();
-    st = transport_->test(noticeRecv_.handle, &arrived);
-    if (arrived) {
-      noticeRecv_.done = true;
-      incomingNotice_[kNoticeBytes - 1] = '\0';
+    for (NoticeSlot& slot : incomingNotices_) {
+      if (slot.recv.done) continue;
+      st = slot.recv.via->test(slot.recv.handle, &arrived);
+      if (arrived) {
+        slot.recv.done = true;
+        slot.text[kNoticeBytes - 1] = '\0';
+        text = slot.text;
+        break;
+      }
     }
   }
   if (!arrived) return Status::ok();
-  Status why = st.isOk() ? Status(fwRemoteError, incomingNotice_)
+  Status why = st.isOk() ? Status(fwRemoteError, text)
                          : Status(fwRemoteError, "a peer sent a malformed failure notice: " + st.message());
   fail(why, /*notifyPeers=*/false);  // the sender already told everyone
   return brokenStatus();
@@ -236,7 +255,7 @@ Status Messenger::findMismatchedPeer(const Pending* list, size_t count) {
     bool any;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      any = transport_->probe(p.tag, Tag::kChannelMask | Tag::kSourceMask, &found);
+      any = p.via->probe(p.tag, Tag::kChannelMask | Tag::kSourceMask, &found);
     }
     if (!any) continue;
     if (Tag::sequence(found) != Tag::sequence(p.tag) || Tag::signature(found) != Tag::signature(p.tag)) {
@@ -282,8 +301,8 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int r = 0; r < size(); ++r) {
       if (r == rank_) continue;
-      Pending p{kCompleted, r, 0, false, false};
-      if (transport_->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), &p.handle).isOk()) {
+      Pending p{kCompleted, r, 0, false, false, transportOf(r)};
+      if (p.via->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), &p.handle).isOk()) {
         notices.push_back(p);
       }
     }
@@ -292,17 +311,17 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
   for (;;) {
     bool all = true;
     std::lock_guard<std::mutex> lock(mutex_);
-    transport_->progress();
+    progressAll();
     for (Pending& p : notices) {
       if (p.done) continue;
       bool done = false;
-      (void)transport_->test(p.handle, &done);
+      (void)p.via->test(p.handle, &done);
       p.done = done;
       all = all && done;
     }
     if (all) break;
     if (Clock::now() >= deadline) {
-      for (Pending& p : notices) if (!p.done) { transport_->cancel(p.handle); p.done = true; }
+      for (Pending& p : notices) if (!p.done) { p.via->cancel(p.handle); p.done = true; }
       break;
     }
   }
@@ -310,11 +329,12 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
 
 void Messenger::disconnect() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!noticeRecv_.done) {
-    transport_->cancel(noticeRecv_.handle);
-    noticeRecv_.done = true;
+  for (NoticeSlot& slot : incomingNotices_) {
+    if (slot.recv.done) continue;
+    slot.recv.via->cancel(slot.recv.handle);
+    slot.recv.done = true;
   }
-  transport_->disconnect(broken_.load());
+  for (auto& transport : routes_.transports) transport->disconnect(broken_.load());
 }
 
 }  // namespace fairway

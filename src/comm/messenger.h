@@ -24,17 +24,26 @@ struct Pending {
   uint64_t tag = 0;
   bool isRecv = false;
   bool done = true;
+  Transport* via = nullptr;  // the transport that owns handle
+};
+
+// The transports of one communicator and which of them reaches each peer:
+// one for peers on this node, and one more, network-only, for the peers on
+// other nodes when there are any.
+struct TransportRoutes {
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<int> transportOfPeer;  // index into transports, per rank
 };
 
 class Messenger {
  public:
   // yieldWhenIdle: this host runs more ranks than it has CPUs, so an idle
   // poll gives the core away instead of keeping it.
-  Messenger(std::unique_ptr<Transport> transport, int rank, std::vector<PeerInfo> peers, const Config& config,
+  Messenger(TransportRoutes routes, int rank, std::vector<PeerInfo> peers, const Config& config,
             bool yieldWhenIdle);
   ~Messenger();
 
-  // Posts the receive for peers' abort notices; call once after connect.
+  // Posts the receives for peers' abort notices; call once after connect.
   Status start();
 
   Status send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out);
@@ -69,20 +78,27 @@ class Messenger {
   Status findMismatchedPeer(const Pending* list, size_t count);
   Status timeoutStatus(const Pending* list, size_t count) const;
   void blockOnEvents(int timeoutMs);
+  Transport* transportOf(int peer) const { return routes_.transports[routes_.transportOfPeer[peer]].get(); }
+  void progressAll();
 
-  std::unique_ptr<Transport> transport_;
+  TransportRoutes routes_;
   int rank_;
   std::vector<PeerInfo> peers_;
   Config config_;
   bool yieldWhenIdle_;
-  std::mutex mutex_;  // serialises every call into transport_
+  std::mutex mutex_;  // serialises every call into the transports
 
   std::atomic<bool> broken_{false};
   mutable std::mutex brokenMutex_;
   Status brokenStatus_;
 
-  Pending noticeRecv_;
-  char incomingNotice_[kNoticeBytes] = {};
+  // One notice receive per transport: a notice arrives over whichever
+  // transport reaches its sender.
+  struct NoticeSlot {
+    Pending recv;
+    char text[kNoticeBytes] = {};
+  };
+  std::vector<NoticeSlot> incomingNotices_;
   char outgoingNotice_[kNoticeBytes] = {};
 };
 

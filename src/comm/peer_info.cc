@@ -50,25 +50,31 @@ PeerInfo PeerInfo::forThisProcess(const std::string& nodeIdOverride) {
 std::vector<uint8_t> PeerInfo::encode() const {
   std::vector<uint8_t> out;
   appendU32(&out, static_cast<uint32_t>(pid));
+  appendU32(&out, (hasCudaDevice ? 1u : 0u) | (hasNccl ? 2u : 0u));
   appendBytes(&out, host.data(), host.size());
   appendBytes(&out, pidNamespace.data(), pidNamespace.size());
   appendBytes(&out, nodeId.data(), nodeId.size());
+  appendBytes(&out, gpuBusId.data(), gpuBusId.size());
   appendBytes(&out, transportAddress.data(), transportAddress.size());
   return out;
 }
 
 Status PeerInfo::decode(const std::vector<uint8_t>& bytes, PeerInfo* out) {
-  if (bytes.size() < 4) return Status(fwAuthError, "truncated peer record");
+  if (bytes.size() < 8) return Status(fwAuthError, "truncated peer record");
   out->pid = static_cast<int32_t>(readU32(bytes.data()));
-  size_t pos = 4;
-  std::vector<uint8_t> host, ns, node;
+  uint32_t flags = readU32(bytes.data() + 4);
+  out->hasCudaDevice = (flags & 1u) != 0;
+  out->hasNccl = (flags & 2u) != 0;
+  size_t pos = 8;
+  std::vector<uint8_t> host, ns, node, gpu;
   if (!readBytes(bytes, &pos, &host) || !readBytes(bytes, &pos, &ns) || !readBytes(bytes, &pos, &node) ||
-      !readBytes(bytes, &pos, &out->transportAddress) || pos != bytes.size()) {
+      !readBytes(bytes, &pos, &gpu) || !readBytes(bytes, &pos, &out->transportAddress) || pos != bytes.size()) {
     return Status(fwAuthError, "malformed peer record");
   }
   out->host.assign(host.begin(), host.end());
   out->pidNamespace.assign(ns.begin(), ns.end());
   out->nodeId.assign(node.begin(), node.end());
+  out->gpuBusId.assign(gpu.begin(), gpu.end());
   return Status::ok();
 }
 

@@ -14,7 +14,10 @@ struct PeerInfo {
   std::string host;           // real host name: for liveness checks
   std::string pidNamespace;   // pids compare only within one namespace
   std::string nodeId;         // node for grouping (FAIRWAY_NODE_ID aware)
-  std::vector<uint8_t> transportAddress;
+  std::string gpuBusId;       // PCI bus id of the GPU this rank drives, empty without one
+  bool hasCudaDevice = false; // the CUDA runtime plugin loaded and sees a GPU
+  bool hasNccl = false;       // the NCCL plugin loaded and is usable
+  std::vector<uint8_t> transportAddress;  // of the intra-node transport
 
   static PeerInfo forThisProcess(const std::string& nodeIdOverride);
   std::vector<uint8_t> encode() const;

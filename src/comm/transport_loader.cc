@@ -20,17 +20,20 @@ std::string directoryOfThisLibrary() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// Plugins stay loaded for the life of the process, like NCCL's.
-Status loadPlugin(const std::string& name, const std::string& pluginPath, const TransportPlugin** out) {
+// Returns the plugin's entry point's result, or why none was usable. The
+// check rejects a library whose ABI version differs. Plugins stay loaded for
+// the life of the process, like NCCL's.
+template <typename Plugin>
+Status loadPlugin(const std::string& file, const char* symbol, int abiVersion, const std::string& pluginPath,
+                  const Plugin** out) {
   static std::mutex mutex;
-  static std::map<std::string, const TransportPlugin*> loaded;
+  static std::map<std::string, const void*> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = loaded.find(name);
+  auto it = loaded.find(file);
   if (it != loaded.end()) {
-    *out = it->second;
+    *out = static_cast<const Plugin*>(it->second);
     return Status::ok();
   }
-  const std::string file = "libfairway-transport-" + name + ".so";
   std::vector<std::string> candidates;
   if (!pluginPath.empty()) {
     candidates.push_back(pluginPath + "/" + file);
@@ -50,29 +53,45 @@ Status loadPlugin(const std::string& name, const std::string& pluginPath, const 
       errors += " " + path + ": " + dlerror() + ";";
       continue;
     }
-    auto entry = reinterpret_cast<FairwayTransportPluginEntry>(dlsym(handle, FAIRWAY_TRANSPORT_PLUGIN_SYMBOL));
-    const TransportPlugin* plugin = entry ? entry() : nullptr;
-    if (plugin == nullptr || plugin->abiVersion != kTransportAbiVersion) {
-      errors += " " + path + ": not a Fairway transport plugin of ABI version " +
-                std::to_string(kTransportAbiVersion) + ";";
+    using Entry = const Plugin* (*)();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, symbol));
+    const Plugin* plugin = entry ? entry() : nullptr;
+    if (plugin == nullptr || plugin->abiVersion != abiVersion) {
+      errors += " " + path + ": not a Fairway plugin of ABI version " + std::to_string(abiVersion) + ";";
       dlclose(handle);
       continue;
     }
-    FW_LOG(Info, Init, "loaded transport plugin %s", path.c_str());
-    loaded[name] = plugin;
+    FW_LOG(Info, Init, "loaded plugin %s", path.c_str());
+    loaded[file] = plugin;
     *out = plugin;
     return Status::ok();
   }
-  return Status(fwNotAvailable, "transport '" + name + "' could not be loaded:" + errors);
+  return Status(fwNotAvailable, file + " could not be loaded:" + errors);
 }
 
 }  // namespace
 
+Status loadTransportPlugin(const std::string& name, const std::string& pluginPath, const TransportPlugin** out) {
+  return loadPlugin("libfairway-transport-" + name + ".so", FAIRWAY_TRANSPORT_PLUGIN_SYMBOL, kTransportAbiVersion,
+                    pluginPath, out)
+      .withContext("transport '" + name + "'");
+}
+
 Status createTransport(const std::string& name, const std::string& pluginPath, const TransportInitArgs& args,
                        std::unique_ptr<Transport>* out) {
   const TransportPlugin* plugin = nullptr;
-  FW_RETURN_IF_ERROR(loadPlugin(name, pluginPath, &plugin));
+  FW_RETURN_IF_ERROR(loadTransportPlugin(name, pluginPath, &plugin));
+  if (plugin->create == nullptr) {
+    return Status(fwNotAvailable, "transport '" + name + "' has no point-to-point transport");
+  }
   return plugin->create(args, out).withContext("transport '" + name + "'");
+}
+
+Status createDeviceRuntime(const std::string& pluginPath, std::unique_ptr<DeviceRuntime>* out) {
+  const DeviceRuntimePlugin* plugin = nullptr;
+  FW_RETURN_IF_ERROR(loadPlugin("libfairway-device-cuda.so", FAIRWAY_DEVICE_RUNTIME_SYMBOL, kDeviceRuntimeAbiVersion,
+                                pluginPath, &plugin));
+  return plugin->create(out);
 }
 
 }  // namespace fairway

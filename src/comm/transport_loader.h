@@ -1,18 +1,25 @@
-// Finds and loads transport plugins (libfairway-transport-NAME.so) at run
-// time: from FAIRWAY_PLUGIN_PATH, else beside libfairway.so or in its
-// fairway/ subdirectory.
+// Finds and loads plugins at run time: transports
+// (libfairway-transport-NAME.so) and the CUDA device runtime
+// (libfairway-device-cuda.so), from FAIRWAY_PLUGIN_PATH, else beside
+// libfairway.so or in its fairway/ subdirectory.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "transports/device_runtime.h"
 #include "transports/transport.h"
 
 namespace fairway {
 
 // Fails with fwNotAvailable and the reason (file missing, dlopen error,
-// wrong ABI version, or the transport's own refusal).
+// wrong ABI version).
+Status loadTransportPlugin(const std::string& name, const std::string& pluginPath, const TransportPlugin** out);
+
+// As above, then the transport's own refusal, if any.
 Status createTransport(const std::string& name, const std::string& pluginPath, const TransportInitArgs& args,
                        std::unique_ptr<Transport>* out);
+
+Status createDeviceRuntime(const std::string& pluginPath, std::unique_ptr<DeviceRuntime>* out);
 
 }  // namespace fairway

@@ -31,6 +31,22 @@ void readString(const char* name, std::string* out) {
   if (const char* text = env(name)) *out = text;
 }
 
+Status parseTransport(const char* name, std::string* out) {
+  readString(name, out);
+  if (*out != "auto" && *out != "ucx" && *out != "nccl") {
+    return Status(fwInvalidArgument, std::string(name) + "=" + *out + " is not one of auto|ucx|nccl");
+  }
+  return Status::ok();
+}
+
+Status parseList(const char* name, std::vector<std::string>* out) {
+  const char* text = env(name);
+  if (text == nullptr) return Status::ok();
+  *out = splitString(text, ',');
+  if (out->empty()) return Status(fwInvalidArgument, std::string(name) + "=" + text + " names no device");
+  return Status::ok();
+}
+
 Status parseAlgoOverrides(std::map<std::string, std::string>* out) {
   const char* text = env("FAIRWAY_ALGO");
   if (text == nullptr) return Status::ok();
@@ -50,16 +66,18 @@ Status parseAlgoOverrides(std::map<std::string, std::string>* out) {
 Status Config::fromEnvironment(Config* out) {
   Config c;
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_TIMEOUT_MS", 1, int64_t{1} << 40, &c.timeoutMs));
-  readString("FAIRWAY_TRANSPORT", &c.transport);
-  if (c.transport != "auto" && c.transport != "ucx") {
-    return Status(fwInvalidArgument, "FAIRWAY_TRANSPORT=" + c.transport + " is not one of auto|ucx");
-  }
+  FW_RETURN_IF_ERROR(parseTransport("FAIRWAY_TRANSPORT", &c.transport));
+  FW_RETURN_IF_ERROR(parseTransport("FAIRWAY_INTRA_TRANSPORT", &c.intraTransport));
+  FW_RETURN_IF_ERROR(parseTransport("FAIRWAY_INTER_TRANSPORT", &c.interTransport));
   FW_RETURN_IF_ERROR(parseAlgoOverrides(&c.algoOverrides));
   readString("FAIRWAY_SOCKET_IFNAME", &c.socketIfname);
   readString("FAIRWAY_COMM_ID", &c.commId);
   readString("FAIRWAY_JOB_SECRET", &c.jobSecret);
   readString("FAIRWAY_NODE_ID", &c.nodeId);
   readString("FAIRWAY_PLUGIN_PATH", &c.pluginPath);
+  readString("FAIRWAY_TOPO_FILE", &c.topoFile);
+  readString("FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
+  FW_RETURN_IF_ERROR(parseList("FAIRWAY_NET_DEVICES", &c.netDevices));
   int64_t segment = static_cast<int64_t>(c.segmentBytes);
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SEGMENT_BYTES", 4096, int64_t{1} << 30, &segment));
   c.segmentBytes = static_cast<size_t>(segment);

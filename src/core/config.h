@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -14,13 +15,18 @@ namespace fairway {
 
 struct Config {
   int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
-  std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx
+  std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx|nccl, every level
+  std::string intraTransport = "auto"; // FAIRWAY_INTRA_TRANSPORT: auto|ucx|nccl, inside a node
+  std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes
   std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
   std::string socketIfname;            // FAIRWAY_SOCKET_IFNAME
   std::string commId;                  // FAIRWAY_COMM_ID: host:port of the bootstrap root
   std::string jobSecret;               // FAIRWAY_JOB_SECRET
   std::string nodeId;                  // FAIRWAY_NODE_ID
   std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
+  std::string topoFile;                // FAIRWAY_TOPO_FILE: hwloc XML read instead of discovering
+  std::string topoDumpFile;            // FAIRWAY_TOPO_DUMP_FILE: where to write the topology found
+  std::vector<std::string> netDevices; // FAIRWAY_NET_DEVICES: UCX devices, local rank i takes entry i mod n
   size_t segmentBytes = 256 * 1024;    // FAIRWAY_SEGMENT_BYTES: pipeline unit of ring/tree algorithms
   int pipelineDepth = 4;               // FAIRWAY_PIPELINE_DEPTH: segments in flight per peer
   int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: busy-poll this long before blocking

@@ -29,3 +29,9 @@ void logLine(LogLevel level, LogSubsys subsys, const char* fmt, ...)
     if (::fairway::logEnabled(::fairway::LogLevel::level, ::fairway::LogSubsys::subsys)) \
       ::fairway::logLine(::fairway::LogLevel::level, ::fairway::LogSubsys::subsys, __VA_ARGS__); \
   } while (0)
+// As FW_LOG, with the level chosen at run time.
+#define FW_LOG_AT(levelValue, subsys, ...)                                             \
+  do {                                                                                 \
+    if (::fairway::logEnabled(levelValue, ::fairway::LogSubsys::subsys))               \
+      ::fairway::logLine(levelValue, ::fairway::LogSubsys::subsys, __VA_ARGS__);       \
+  } while (0)

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "algorithms/chunk_layout.h"
-#include "topo/node_identity.h"
 
 namespace fairway {
 namespace {
@@ -51,19 +50,6 @@ TEST(RingCursor, SenderAndReceiverNumberUnitsAlike) {
       }
     }
   }
-}
-
-TEST(NodeLayout, GroupsByNodeInRankOrder) {
-  std::vector<std::string> nodes = {"b", "a", "b", "a", "c"};
-  NodeLayout l = computeNodeLayout(nodes, 2);
-  EXPECT_EQ(l.nodeIndex, 0);
-  EXPECT_EQ(l.nodeCount, 3);
-  EXPECT_EQ(l.localRank, 1);
-  EXPECT_EQ(l.localSize, 2);
-  l = computeNodeLayout(nodes, 4);
-  EXPECT_EQ(l.nodeIndex, 2);
-  EXPECT_EQ(l.localRank, 0);
-  EXPECT_EQ(l.localSize, 1);
 }
 
 }  // namespace

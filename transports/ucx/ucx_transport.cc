@@ -66,9 +66,9 @@ struct PeerErrorContext {
 class UcxTransport final : public Transport {
  public:
   explicit UcxTransport(const TransportInitArgs& args)
-      : rank_(args.rank), size_(args.size), timeoutMs_(args.timeoutMs), peerErrors_(args.size) {
+      : rank_(args.rank), size_(args.size), timeoutMs_(args.timeoutMs), networkOnly_(args.networkOnly),
+        netDevice_(args.netDevice), peerErrors_(args.size) {
     capabilities_.hostMemory = true;
-    capabilities_.cudaMemory = false;  // Debian's UCX is built without CUDA
   }
 
   ~UcxTransport() override {
@@ -90,6 +90,7 @@ class UcxTransport final : public Transport {
       st = ucp_config_modify(config, "RNDV_THRESH", kDefaultRendezvousThreshold);
       if (st != UCS_OK) FW_LOG(Warn, Transport, "ucx: cannot set RNDV_THRESH: %s", ucs_status_string(st));
     }
+    FW_RETURN_IF_ERROR(restrictToNetwork(config));
 
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
@@ -103,6 +104,12 @@ class UcxTransport final : public Transport {
     st = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     if (st != UCS_OK) return Status(fwNotAvailable, std::string("ucx: ucp_init failed: ") + ucs_status_string(st));
+    // Whether this UCX build reaches CUDA memory (Debian's does not).
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(context_, &attr) == UCS_OK) {
+      capabilities_.cudaMemory = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    }
 
     // The communicator serialises every call into the transport.
     ucp_worker_params_t wparams{};
@@ -132,6 +139,7 @@ class UcxTransport final : public Transport {
     }
     endpoints_.assign(size_, nullptr);
     for (int peer = 0; peer < size_; ++peer) {
+      if (addresses[peer].empty()) continue;
       peerErrors_[peer] = PeerErrorContext{this, peer};
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -146,13 +154,18 @@ class UcxTransport final : public Transport {
       ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[peer]);
       if (st != UCS_OK) return ucxError(("connecting to rank " + std::to_string(peer)).c_str(), st);
     }
-    if (logEnabled(LogLevel::Trace, LogSubsys::Transport) && size_ > 1) {
-      ucp_ep_print_info(endpoints_[(rank_ + 1) % size_], stderr);
+    if (logEnabled(LogLevel::Trace, LogSubsys::Transport)) {
+      for (ucp_ep_h ep : endpoints_) {
+        if (ep != nullptr) ucp_ep_print_info(ep, stderr);
+      }
     }
     return Status::ok();
   }
 
   Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, RequestHandle* request) override {
+    if (endpoints_[peer] == nullptr) {
+      return Status(fwInternalError, "ucx: rank " + std::to_string(peer) + " is not connected on this transport");
+    }
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
     param.cb.send = onSendComplete;
@@ -250,6 +263,22 @@ class UcxTransport final : public Transport {
   }
 
  private:
+  // The inter-node level: UCX would pick shared memory for a
+  // peer it finds on this host (emulated nodes), so those are excluded, and
+  // the chosen NIC is the only network device. UCX_TLS and UCX_NET_DEVICES
+  // set by the user win.
+  Status restrictToNetwork(ucp_config_t* config) {
+    if (networkOnly_ && std::getenv("UCX_TLS") == nullptr) {
+      ucs_status_t st = ucp_config_modify(config, "TLS", "^sm,self");
+      if (st != UCS_OK) return ucxError("excluding shared memory from the inter-node transports", st);
+    }
+    if (!netDevice_.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+      ucs_status_t st = ucp_config_modify(config, "NET_DEVICES", netDevice_.c_str());
+      if (st != UCS_OK) return ucxError(("selecting network device " + netDevice_).c_str(), st);
+    }
+    return Status::ok();
+  }
+
   void release(RequestHandle request) {
     initRequest(request);  // UCX runs request_init only when it first allocates
     ucp_request_free(request);
@@ -278,6 +307,8 @@ class UcxTransport final : public Transport {
   int rank_;
   int size_;
   int64_t timeoutMs_;
+  bool networkOnly_;
+  std::string netDevice_;
   TransportCapabilities capabilities_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -296,7 +327,7 @@ Status createUcxTransport(const TransportInitArgs& args, std::unique_ptr<Transpo
   return Status::ok();
 }
 
-const TransportPlugin kUcxPlugin{kTransportAbiVersion, "ucx", createUcxTransport};
+const TransportPlugin kUcxPlugin{kTransportAbiVersion, "ucx", createUcxTransport, nullptr};
 
 }  // namespace
 }  // namespace fairway

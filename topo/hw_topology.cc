@@ -1,0 +1,187 @@
+#include "topo/hw_topology.h"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace fairway {
+namespace {
+
+constexpr unsigned kNvidiaVendorId = 0x10de;
+constexpr unsigned kDisplayClass = 0x03;   // PCI base class of GPUs
+constexpr unsigned kNetworkClass = 0x02;   // ethernet, infiniband, ...
+
+struct TopologyHandle {
+  hwloc_topology_t topology = nullptr;
+  ~TopologyHandle() {
+    if (topology != nullptr) hwloc_topology_destroy(topology);
+  }
+};
+
+std::string busIdOf(hwloc_obj_t pci) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+                pci->attr->pcidev.dev, pci->attr->pcidev.func);
+  return text;
+}
+
+// The NUMA node an I/O object hangs from, when exactly one is local to it.
+int numaNodeOf(hwloc_topology_t topology, hwloc_obj_t io) {
+  hwloc_obj_t ancestor = hwloc_get_non_io_ancestor_obj(topology, io);
+  if (ancestor == nullptr || ancestor->nodeset == nullptr || hwloc_bitmap_weight(ancestor->nodeset) != 1) return -1;
+  return hwloc_bitmap_first(ancestor->nodeset);
+}
+
+int depthOf(hwloc_obj_t obj) {
+  int depth = 0;
+  for (hwloc_obj_t o = obj; o->parent != nullptr; o = o->parent) ++depth;
+  return depth;
+}
+
+// Hops through the tree from a to b: up to their common ancestor and down.
+int treeDistance(hwloc_obj_t a, hwloc_obj_t b) {
+  int da = depthOf(a), db = depthOf(b);
+  int hops = 0;
+  while (da > db) { a = a->parent; --da; ++hops; }
+  while (db > da) { b = b->parent; --db; ++hops; }
+  while (a != b) { a = a->parent; b = b->parent; hops += 2; }
+  return hops;
+}
+
+bool isCudaOsDevice(hwloc_obj_t osdev) {
+  auto type = osdev->attr->osdev.type;
+  if (type == HWLOC_OBJ_OSDEV_COPROC) return osdev->subtype != nullptr && std::strcmp(osdev->subtype, "CUDA") == 0;
+  if (type == HWLOC_OBJ_OSDEV_GPU) return osdev->name != nullptr && std::strncmp(osdev->name, "nvml", 4) == 0;
+  return false;
+}
+
+struct Classified {
+  bool gpu = false;
+  bool nic = false;
+  bool rdma = false;
+  std::string name;
+};
+
+// A PCI device is a GPU when CUDA or NVML named it, or when it is an NVIDIA
+// display controller (hwloc built without the CUDA plugins still sees those).
+// It is a NIC when it is a network-class device or carries a network or
+// OpenFabrics OS device; OpenFabrics names win, since they are what RDMA uses.
+Classified classify(hwloc_obj_t pci) {
+  Classified c;
+  unsigned baseClass = pci->attr->pcidev.class_id >> 8;
+  c.gpu = baseClass == kDisplayClass && pci->attr->pcidev.vendor_id == kNvidiaVendorId;
+  c.nic = baseClass == kNetworkClass;
+  std::string cudaName, nvmlName, fabricName, netName;
+  for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
+    if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
+    if (isCudaOsDevice(child)) {
+      c.gpu = true;
+      (child->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC ? cudaName : nvmlName) = child->name;
+    } else if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+      c.nic = c.rdma = true;
+      fabricName = child->name;
+    } else if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
+      c.nic = true;
+      netName = child->name;
+    }
+  }
+  if (c.gpu) c.name = !cudaName.empty() ? cudaName : nvmlName;
+  else if (c.nic) c.name = c.rdma ? fabricName : netName;
+  return c;
+}
+
+Status hwlocError(const std::string& what, const std::string& file) {
+  std::string message = what;
+  if (!file.empty()) message = "FAIRWAY_TOPO_FILE=" + file + ": " + what;
+  return Status(fwInvalidArgument, message + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::string NetDevice::ucxDeviceName() const { return rdma ? name + ":1" : name; }
+
+int HwTopology::gpuByBusId(const std::string& busId) const {
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i].busId == busId) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Status HwTopology::load(const std::string& xmlFile, const std::string& dumpFile, HwTopology* out) {
+  TopologyHandle handle;
+  if (hwloc_topology_init(&handle.topology) != 0) return hwlocError("hwloc_topology_init failed", "");
+  // Keep the PCI devices and bridges that lead to GPUs and NICs: the bridges
+  // are what makes one NIC nearer to a GPU than another.
+  hwloc_topology_set_io_types_filter(handle.topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (!xmlFile.empty() && hwloc_topology_set_xml(handle.topology, xmlFile.c_str()) != 0) {
+    return hwlocError("cannot open as hwloc XML", xmlFile);
+  }
+  if (hwloc_topology_load(handle.topology) != 0) return hwlocError("hwloc could not load the topology", xmlFile);
+  hwloc_topology_t topo = handle.topology;
+
+  HwTopology t;
+  t.source = xmlFile.empty() ? "hwloc discovery" : xmlFile;
+  t.packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+  t.numaNodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  t.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  t.processingUnits = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+
+  std::vector<hwloc_obj_t> gpuObjects, nicObjects;
+  for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci != nullptr; pci = hwloc_get_next_pcidev(topo, pci)) {
+    Classified c = classify(pci);
+    if (!c.gpu && !c.nic) continue;
+    PciDevice device;
+    device.busId = busIdOf(pci);
+    device.name = c.name;
+    device.numaNode = numaNodeOf(topo, pci);
+    if (c.gpu) {
+      t.gpus.push_back(device);
+      gpuObjects.push_back(pci);
+    } else {
+      NetDevice nic;
+      static_cast<PciDevice&>(nic) = device;
+      nic.rdma = c.rdma;
+      t.nics.push_back(nic);
+      nicObjects.push_back(pci);
+    }
+  }
+  // Bus order, so GPU i means the same device in every listing.
+  auto sortByBus = [](auto& devices, std::vector<hwloc_obj_t>& objects) {
+    std::vector<size_t> order(devices.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return devices[a].busId < devices[b].busId; });
+    auto sortedDevices = devices;
+    auto sortedObjects = objects;
+    for (size_t i = 0; i < order.size(); ++i) {
+      sortedDevices[i] = devices[order[i]];
+      sortedObjects[i] = objects[order[i]];
+    }
+    devices = sortedDevices;
+    objects = sortedObjects;
+  };
+  sortByBus(t.gpus, gpuObjects);
+  sortByBus(t.nics, nicObjects);
+
+  for (hwloc_obj_t gpu : gpuObjects) {
+    int best = -1, bestHops = 0;
+    for (size_t n = 0; n < nicObjects.size(); ++n) {
+      int hops = treeDistance(gpu, nicObjects[n]);
+      if (best < 0 || hops < bestHops) {
+        best = static_cast<int>(n);
+        bestHops = hops;
+      }
+    }
+    t.nicOfGpu.push_back(best);
+  }
+
+  if (!dumpFile.empty() && hwloc_topology_export_xml(topo, dumpFile.c_str(), 0) != 0) {
+    return Status(fwInvalidArgument, "FAIRWAY_TOPO_DUMP_FILE=" + dumpFile + ": cannot write: " + std::strerror(errno));
+  }
+  *out = std::move(t);
+  return Status::ok();
+}
+
+}  // namespace fairway

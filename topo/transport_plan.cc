@@ -1,0 +1,132 @@
+#include "topo/transport_plan.h"
+
+#include <vector>
+
+namespace fairway {
+namespace {
+
+struct Level {
+  const char* name;      // "intra-node"
+  std::string forced;    // auto|ucx|nccl after FAIRWAY_TRANSPORT applies
+  std::string variable;  // the variable that forced it, for messages
+};
+
+Level levelOf(const char* name, const std::string& specific, const char* specificVariable,
+              const std::string& all) {
+  if (specific != "auto") return Level{name, specific, specificVariable};
+  return Level{name, all, "FAIRWAY_TRANSPORT"};
+}
+
+DevicePath ucxPath(const PlanInputs& in) {
+  return in.ucxReachesCudaMemory ? DevicePath::Ucx : DevicePath::UcxStaged;
+}
+
+// Why NCCL cannot serve this communicator, or empty.
+std::string ncclRefusal(const PlanInputs& in) {
+  if (!in.nccl.ok) return in.nccl.reason;
+  if (!in.sharedGpu.empty()) return in.sharedGpu + " (NCCL needs one GPU per rank)";
+  return "";
+}
+
+Status chooseDevicePath(const PlanInputs& in, const Level& level, bool ncclByDefault, TransportPlan* plan,
+                        DevicePath* out) {
+  const std::string refusal = ncclRefusal(in);
+  if (level.forced == "nccl") {
+    if (!refusal.empty()) {
+      return Status(fwInvalidUsage, level.variable + "=nccl cannot be honoured for the " + level.name +
+                                        " level: " + refusal);
+    }
+    *out = DevicePath::Nccl;
+    plan->reasons.push_back({false, std::string(level.name) + " device buffers: nccl, as " + level.variable + " asks"});
+    return Status::ok();
+  }
+  if (level.forced == "auto" && ncclByDefault && refusal.empty()) {
+    *out = DevicePath::Nccl;
+    return Status::ok();
+  }
+  *out = ucxPath(in);
+  std::string why = level.forced == "ucx" ? level.variable + "=ucx"
+                                          : (ncclByDefault ? "NCCL is not usable: " + refusal
+                                                           : std::string("UCX serves this level by default"));
+  if (*out == DevicePath::UcxStaged) why += "; this UCX has no CUDA memory support, so buffers are staged through "
+                                            "pinned host memory";
+  // Falling back means NCCL was the default choice and cannot run.
+  const bool fallback = level.forced == "auto" && ncclByDefault;
+  plan->reasons.push_back({fallback, std::string(level.name) + " device buffers: " + devicePathName(*out) + " (" +
+                                         why + ")"});
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* devicePathName(DevicePath path) {
+  switch (path) {
+    case DevicePath::None: return "none";
+    case DevicePath::Nccl: return "nccl";
+    case DevicePath::Ucx: return "ucx";
+    case DevicePath::UcxStaged: return "ucx-staged";
+  }
+  return "?";
+}
+
+Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
+  TransportPlan plan;
+  const Level intra = levelOf("intra-node", in.forceIntra, "FAIRWAY_INTRA_TRANSPORT", in.forceAll);
+  const Level inter = levelOf("inter-node", in.forceInter, "FAIRWAY_INTER_TRANSPORT", in.forceAll);
+  const std::vector<const Level*> levels =
+      in.nodeCount > 1 ? std::vector<const Level*>{&intra, &inter} : std::vector<const Level*>{&intra};
+  for (const Level* level : levels) {
+    if (level->forced == "nccl") {
+      plan.reasons.push_back({false, std::string(level->name) + " host buffers: ucx (" + level->variable +
+                                         "=nccl applies to device buffers; NCCL cannot reach host memory)"});
+    }
+  }
+
+  if (!in.cudaDevice.ok) {
+    for (const Level* level : levels) {
+      if (level->forced == "nccl") {
+        return Status(fwInvalidUsage, level->variable + "=nccl cannot be honoured for the " + level->name +
+                                          " level: " + in.cudaDevice.reason);
+      }
+    }
+    plan.reasons.push_back({false, "device buffers: none (" + in.cudaDevice.reason + ")"});
+    *out = plan;
+    return Status::ok();
+  }
+
+  FW_RETURN_IF_ERROR(chooseDevicePath(in, intra, /*ncclByDefault=*/true, &plan, &plan.intraDevice));
+  // Between nodes UCX is the default; NCCL only when asked for.
+  if (in.nodeCount > 1) {
+    FW_RETURN_IF_ERROR(chooseDevicePath(in, inter, /*ncclByDefault=*/false, &plan, &plan.interDevice));
+  }
+
+  if (in.nodeCount == 1) {
+    plan.deviceCollectives = plan.intraDevice;
+  } else if (plan.intraDevice == DevicePath::Nccl && plan.interDevice == DevicePath::Nccl) {
+    plan.deviceCollectives = DevicePath::Nccl;
+  } else {
+    // One transport carries a flat collective end to end; the UCX one
+    // reaches every rank, NCCL here only the ranks of a node.
+    plan.deviceCollectives = ucxPath(in);
+    if (plan.intraDevice == DevicePath::Nccl) {
+      plan.reasons.push_back({true, std::string("device collectives spanning ") + std::to_string(in.nodeCount) +
+                                        " nodes: " + devicePathName(plan.deviceCollectives) +
+                                        " on every rank (NCCL serves communicators inside one node, or every "
+                                        "level with FAIRWAY_TRANSPORT=nccl)"});
+    }
+  }
+  *out = plan;
+  return Status::ok();
+}
+
+std::string TransportPlan::describe() const {
+  std::string text = "host buffers: ucx at both levels; device buffers: intra-node ";
+  text += devicePathName(intraDevice);
+  text += ", inter-node ";
+  text += devicePathName(interDevice);
+  text += ", collectives on ";
+  text += devicePathName(deviceCollectives);
+  return text;
+}
+
+}  // namespace fairway

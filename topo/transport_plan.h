@@ -1,0 +1,62 @@
+// The plan: which transport serves each level (inside a node, between
+// nodes) for host and for device buffers, from what this machine offers and
+// the FAIRWAY_*TRANSPORT overrides. Every choice that was not the obvious
+// one comes with a line saying why, logged once at communicator creation;
+// an override that cannot be honoured fails the creation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace fairway {
+
+// Whether something can be used here, and if not, why.
+struct Availability {
+  bool ok = false;
+  std::string reason;
+  static Availability yes() { return {true, ""}; }
+  static Availability no(const std::string& why) { return {false, why}; }
+};
+
+struct PlanInputs {
+  std::string forceAll = "auto";    // FAIRWAY_TRANSPORT
+  std::string forceIntra = "auto";  // FAIRWAY_INTRA_TRANSPORT
+  std::string forceInter = "auto";  // FAIRWAY_INTER_TRANSPORT
+  int nodeCount = 1;
+  Availability cudaDevice;          // device runtime plugin loaded and a GPU visible
+  Availability nccl;                // NCCL plugin loaded and NCCL usable
+  bool ucxReachesCudaMemory = false;
+  // Ranks of one node that drive the same GPU, which NCCL refuses; empty if none.
+  std::string sharedGpu;
+};
+
+// How device buffers move at one level.
+enum class DevicePath {
+  None,       // no CUDA device: every buffer is host memory
+  Nccl,       // NCCL's own collectives and send/recv
+  Ucx,        // UCX on device memory directly
+  UcxStaged,  // UCX through pinned host buffers, copies pipelined with the network
+};
+const char* devicePathName(DevicePath path);
+
+struct PlanReason {
+  bool fallback = false;  // something better was wanted but cannot run: logged as a warning
+  std::string text;
+};
+
+struct TransportPlan {
+  // Host buffers: UCX at both levels (NCCL reaches device memory only).
+  DevicePath intraDevice = DevicePath::None;
+  DevicePath interDevice = DevicePath::None;
+  // What a device-buffer collective on this communicator runs on.
+  DevicePath deviceCollectives = DevicePath::None;
+  std::vector<PlanReason> reasons;  // one line per decision that needs explaining
+
+  // Fails (fwInvalidUsage) when a forced transport cannot work here.
+  static Status make(const PlanInputs& in, TransportPlan* out);
+  std::string describe() const;
+};
+
+}  // namespace fairway

@@ -1,0 +1,57 @@
+// The CUDA runtime as the core needs it: which device a buffer lives on, and
+// the copies that stage device buffers through pinned host memory when a
+// transport cannot reach device memory. Loaded from a plugin
+// (libfairway-device-cuda.so), so the core never links CUDA; without the
+// plugin or a GPU every buffer is host memory.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "transports/transport.h"
+
+namespace fairway {
+
+constexpr int kDeviceRuntimeAbiVersion = 1;
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+
+  virtual int deviceCount() const = 0;
+  // The calling thread's current device and its PCI bus id ("0000:17:00.0").
+  virtual Status currentDevice(int* ordinal, std::string* pciBusId) = 0;
+  virtual Status setDevice(int ordinal) = 0;
+  // Host for pageable, pinned or unknown pointers; Cuda for device and
+  // managed memory. *device gets the owning device for Cuda.
+  virtual MemoryType memoryTypeOf(const void* pointer, int* device) = 0;
+
+  virtual Status allocatePinned(size_t bytes, void** out) = 0;
+  virtual void freePinned(void* pointer) = 0;
+  // Stream-ordered copy between any two pointers.
+  virtual Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  // Blocks until everything enqueued on stream has run.
+  virtual Status synchronize(void* stream) = 0;
+  // A private stream for staging copies, and events to order it.
+  virtual Status createStream(void** out) = 0;
+  virtual void destroyStream(void* stream) = 0;
+  virtual Status createEvent(void** out) = 0;
+  virtual void destroyEvent(void* event) = 0;
+  virtual Status recordEvent(void* event, void* stream) = 0;
+  virtual Status waitEvent(void* event) = 0;  // host waits
+};
+
+struct DeviceRuntimePlugin {
+  int abiVersion;
+  // Fails with the reason when no CUDA runtime or no device is usable.
+  Status (*create)(std::unique_ptr<DeviceRuntime>* out);
+};
+
+}  // namespace fairway
+
+extern "C" {
+typedef const fairway::DeviceRuntimePlugin* (*FairwayDeviceRuntimeEntry)();
+}
+#define FAIRWAY_DEVICE_RUNTIME_SYMBOL "fairwayDeviceRuntime_v1"

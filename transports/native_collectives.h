@@ -1,0 +1,56 @@
+// Collectives a transport runs itself on device memory, ordered on the
+// caller's stream (NCCL). The core hands them validated arguments; the
+// transport enqueues the work and returns, as NCCL does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "fairway/fairway.h"
+
+namespace fairway {
+
+struct NativeInitArgs {
+  int rank = 0;
+  int size = 1;
+  int device = 0;                  // CUDA device ordinal this rank drives
+  std::vector<uint8_t> uniqueId;   // from NativeCollectivesEntry::makeUniqueId on rank 0
+};
+
+class NativeCollectives {
+ public:
+  virtual ~NativeCollectives() = default;
+
+  // Whether the type and op run natively; the caller picks another path if not.
+  virtual bool supports(fwDataType_t datatype, fwRedOp_t op) const = 0;
+
+  virtual Status allReduce(const void* send, void* recv, size_t count, fwDataType_t datatype, fwRedOp_t op,
+                           void* stream) = 0;
+  virtual Status reduceScatter(const void* send, void* recv, size_t recvCount, fwDataType_t datatype, fwRedOp_t op,
+                               void* stream) = 0;
+  virtual Status allGather(const void* send, void* recv, size_t sendCount, fwDataType_t datatype, void* stream) = 0;
+  virtual Status broadcast(const void* send, void* recv, size_t count, fwDataType_t datatype, int root,
+                           void* stream) = 0;
+  virtual Status reduce(const void* send, void* recv, size_t count, fwDataType_t datatype, fwRedOp_t op, int root,
+                        void* stream) = 0;
+  virtual Status send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) = 0;
+  virtual Status recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) = 0;
+
+  // The error NCCL reports for work already enqueued (a peer that died,
+  // a network failure), or ok.
+  virtual Status asyncError() = 0;
+  // Tears down at once, abandoning enqueued work (after a failure).
+  virtual void abort() = 0;
+};
+
+struct NativeCollectivesEntry {
+  // Why the transport cannot run here (library missing, no device), or ok.
+  Status (*available)();
+  Status (*makeUniqueId)(std::vector<uint8_t>* out);
+  Status (*create)(const NativeInitArgs& args, std::unique_ptr<NativeCollectives>* out);
+};
+
+}  // namespace fairway
