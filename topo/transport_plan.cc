@@ -71,6 +71,7 @@ const char* devicePathName(DevicePath path) {
 
 Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
   TransportPlan plan;
+  plan.ucxReachesCudaMemory = in.ucxReachesCudaMemory;
   const Level intra = levelOf("intra-node", in.forceIntra, "FAIRWAY_INTRA_TRANSPORT", in.forceAll);
   const Level inter = levelOf("inter-node", in.forceInter, "FAIRWAY_INTER_TRANSPORT", in.forceAll);
   const std::vector<const Level*> levels =

@@ -52,6 +52,7 @@ struct TransportPlan {
   DevicePath interDevice = DevicePath::None;
   // What a device-buffer collective on this communicator runs on.
   DevicePath deviceCollectives = DevicePath::None;
+  bool ucxReachesCudaMemory = false;
   std::vector<PlanReason> reasons;  // one line per decision that needs explaining
 
   // Fails (fwInvalidUsage) when a forced transport cannot work here.

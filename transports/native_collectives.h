@@ -24,9 +24,6 @@ class NativeCollectives {
  public:
   virtual ~NativeCollectives() = default;
 
-  // Whether the type and op run natively; the caller picks another path if not.
-  virtual bool supports(fwDataType_t datatype, fwRedOp_t op) const = 0;
-
   virtual Status allReduce(const void* send, void* recv, size_t count, fwDataType_t datatype, fwRedOp_t op,
                            void* stream) = 0;
   virtual Status reduceScatter(const void* send, void* recv, size_t recvCount, fwDataType_t datatype, fwRedOp_t op,
@@ -49,6 +46,9 @@ class NativeCollectives {
 struct NativeCollectivesEntry {
   // Why the transport cannot run here (library missing, no device), or ok.
   Status (*available)();
+  // Whether a reduction of this type with this op runs natively; the core
+  // stages it over UCX if not.
+  bool (*supports)(fwDataType_t datatype, fwRedOp_t op);
   Status (*makeUniqueId)(std::vector<uint8_t>* out);
   Status (*create)(const NativeInitArgs& args, std::unique_ptr<NativeCollectives>* out);
 };

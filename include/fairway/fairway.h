@@ -4,7 +4,12 @@
  * The C API follows NCCL's shape: result codes, a unique id passed from one
  * rank to the others, communicators, and collectives that take a stream.
  * Host buffers pass a NULL stream and the call completes before it returns;
- * the fwI* variants return a request to test or wait on instead.
+ * the fwI* variants (host buffers only) return a request to test or wait on.
+ * Device (CUDA) buffers take the stream that orders them, as in NCCL: where
+ * the plan uses NCCL the call enqueues the work on that stream and returns;
+ * where device buffers are staged through host memory over UCX, the call
+ * waits for the stream's earlier work, moves the data, and returns with the
+ * result in place, so work enqueued on the stream afterwards sees it.
  *
  * Every function returns a fwResult_t. On failure, fwGetLastErrorMessage()
  * returns a message for the calling thread that names what was wrong.
@@ -102,10 +107,12 @@ FAIRWAY_API fwResult_t fwCommDestroy(fwComm_t comm);
 FAIRWAY_API fwResult_t fwCommAbort(fwComm_t comm);
 FAIRWAY_API fwResult_t fwCommCount(const fwComm_t comm, int* count);
 FAIRWAY_API fwResult_t fwCommUserRank(const fwComm_t comm, int* rank);
-/* fwSuccess while healthy, else the error that broke the communicator. */
+/* fwSuccess while healthy, else the error that broke the communicator or
+ * that NCCL reported for work already enqueued on a stream. */
 FAIRWAY_API fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError);
 
-/* ---- Blocking collectives (stream must be NULL: host buffers) ---- */
+/* ---- Blocking collectives: host buffers with a NULL stream, device
+ * buffers with their stream (NULL is CUDA's default stream then) ---- */
 FAIRWAY_API fwResult_t fwAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwStream_t stream);
 /* recvbuff holds recvcount elements; sendbuff holds nranks * recvcount. */

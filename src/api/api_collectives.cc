@@ -37,12 +37,29 @@ Status prepare(fwComm_t comm, const CollectiveArgs& args, Communicator** impl) {
   return validateCollective(args, (*impl)->rank(), (*impl)->size());
 }
 
-fwResult_t blocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
+Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
   Communicator* impl = nullptr;
-  Status st = validateStream(stream);
-  if (st.isOk()) st = prepare(comm, args, &impl);
-  if (st.isOk()) st = impl->collective(args);
-  return reportToCaller(st.withContext(collectiveName(args.kind)));
+  FW_RETURN_IF_ERROR(prepare(comm, args, &impl));
+  MemoryType memory = MemoryType::Host;
+  FW_RETURN_IF_ERROR(impl->memoryTypeOf(args, &memory));
+  if (memory == MemoryType::Cuda) return impl->deviceCollective(args, stream);
+  FW_RETURN_IF_ERROR(validateHostStream(stream));
+  return impl->collective(args);
+}
+
+fwResult_t blocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
+  return reportToCaller(runBlocking(comm, stream, args).withContext(collectiveName(args.kind)));
+}
+
+// Device buffers are ordered by a stream, which the non-blocking calls do not take.
+Status rejectDeviceBuffers(Communicator* impl, const CollectiveArgs& args) {
+  MemoryType memory = MemoryType::Host;
+  FW_RETURN_IF_ERROR(impl->memoryTypeOf(args, &memory));
+  if (memory == MemoryType::Cuda) {
+    return Status(fwInvalidUsage, "non-blocking calls take host buffers; device buffers go to the blocking call "
+                                  "with a stream");
+  }
+  return Status::ok();
 }
 
 fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, const CollectiveArgs& args) {
@@ -50,6 +67,7 @@ fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, const CollectiveArgs
   *request = nullptr;
   Communicator* impl = nullptr;
   Status st = prepare(comm, args, &impl);
+  if (st.isOk()) st = rejectDeviceBuffers(impl, args);
   std::shared_ptr<AsyncOperation> operation;
   if (st.isOk()) st = impl->startCollective(args, &operation);
   if (st.isOk()) *request = new fwRequest{comm, std::move(operation), Pending{}};
@@ -66,13 +84,26 @@ Status postMessage(bool isSend, fwComm_t comm, const void* buf, size_t count, fw
   return isSend ? impl->postSend(buf, bytes, peer, out) : impl->postRecv(const_cast<void*>(buf), bytes, peer, out);
 }
 
+Status runBlockingMessage(bool isSend, fwComm_t comm, fwStream_t stream, const void* buf, size_t count,
+                          fwDataType_t datatype, int peer) {
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
+  FW_RETURN_IF_ERROR(
+      validatePointToPoint(buf, count, datatype, peer, impl->size(), isSend ? "sendbuff" : "recvbuff"));
+  if (count > 0 && impl->memoryTypeOf(buf) == MemoryType::Cuda) {
+    return isSend ? impl->deviceSend(buf, count, datatype, peer, stream)
+                  : impl->deviceRecv(const_cast<void*>(buf), count, datatype, peer, stream);
+  }
+  FW_RETURN_IF_ERROR(validateHostStream(stream));
+  Pending pending;
+  FW_RETURN_IF_ERROR(postMessage(isSend, comm, buf, count, datatype, peer, &pending));
+  return impl->messenger().wait(&pending);
+}
+
 fwResult_t blockingMessage(bool isSend, fwComm_t comm, fwStream_t stream, const void* buf, size_t count,
                            fwDataType_t datatype, int peer) {
-  Pending pending;
-  Status st = validateStream(stream);
-  if (st.isOk()) st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
-  if (st.isOk()) st = comm->impl->messenger().wait(&pending);
-  return reportToCaller(st.withContext(isSend ? "send" : "recv"));
+  return reportToCaller(
+      runBlockingMessage(isSend, comm, stream, buf, count, datatype, peer).withContext(isSend ? "send" : "recv"));
 }
 
 fwResult_t nonBlockingMessage(bool isSend, fwComm_t comm, const void* buf, size_t count, fwDataType_t datatype,
@@ -80,7 +111,13 @@ fwResult_t nonBlockingMessage(bool isSend, fwComm_t comm, const void* buf, size_
   if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "request is NULL"));
   *request = nullptr;
   Pending pending;
-  Status st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
+  Communicator* impl = nullptr;
+  Status st = lookupComm(comm, &impl);
+  if (st.isOk() && count > 0 && impl->memoryTypeOf(buf) == MemoryType::Cuda) {
+    st = Status(fwInvalidUsage, "non-blocking calls take host buffers; device buffers go to the blocking call "
+                                "with a stream");
+  }
+  if (st.isOk()) st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
   if (st.isOk()) *request = new fwRequest{comm, nullptr, pending};
   return reportToCaller(st.withContext(isSend ? "isend" : "irecv"));
 }

@@ -1,12 +1,9 @@
 // C entry points that create, split, query and destroy communicators.
-#include <arpa/inet.h>
-
 #include <memory>
 
 #include "api/handles.h"
-#include "bootstrap/client.h"
-#include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
+#include "comm/communicator_factory.h"
 #include "comm/tags.h"
 #include "core/errors.h"
 #include "core/log.h"
@@ -15,16 +12,8 @@ using namespace fairway;
 
 namespace {
 
-Status initFromBootstrap(const BootstrapId& id, int rank, int nranks, const Config& config, fwComm_t* comm) {
-  BootstrapClient client;
-  FW_RETURN_IF_ERROR(BootstrapClient::join(id, rank, nranks, config.timeoutMs, &client));
-  Communicator::OobAllgather oob = [&](const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
-    return client.allgather(mine, all);
-  };
-  std::unique_ptr<Communicator> impl;
-  Status st = Communicator::create(oob, rank, nranks, config, &impl);
-  client.leave();
-  FW_RETURN_IF_ERROR(st);
+Status registerNew(Status created, std::unique_ptr<Communicator> impl, fwComm_t* comm) {
+  FW_RETURN_IF_ERROR(created);
   *comm = registerComm(std::move(impl));
   return Status::ok();
 }
@@ -65,7 +54,8 @@ fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int ran
   if (st.isOk()) st = decodeUniqueId(commId, &id);
   Config config;
   if (st.isOk()) st = Config::fromEnvironment(&config);
-  if (st.isOk()) st = initFromBootstrap(id, rank, nranks, config, comm);
+  std::unique_ptr<Communicator> impl;
+  if (st.isOk()) st = registerNew(createFromBootstrap(id, rank, nranks, config, &impl), std::move(impl), comm);
   return reportToCaller(st.withContext("fwCommInitRank"));
 }
 
@@ -74,25 +64,8 @@ fwResult_t fwCommInitFromEnv(fwComm_t* comm) {
   *comm = nullptr;
   Config config;
   Status st = Config::fromEnvironment(&config);
-  LauncherEnvironment launch;
-  if (st.isOk()) st = readLauncherEnvironment(config, &launch);
-  if (st.isOk() && launch.hostsRoot) {
-    // Listen on every interface at the root's port: MASTER_ADDR may name
-    // this host by an address it does not bind directly.
-    SocketAddress any = launch.id.root;
-    if (any.storage.ss_family == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_ANY);
-    } else {
-      reinterpret_cast<sockaddr_in6*>(&any.storage)->sin6_addr = in6addr_any;
-    }
-    BootstrapId bound;
-    st = startBootstrapRoot(any, launch.id.secret, config.timeoutMs, &bound);
-  }
-  if (st.isOk()) {
-    FW_LOG(Info, Init, "rank %d of %d from %s, bootstrap root %s", launch.rank, launch.size, launch.launcher.c_str(),
-           launch.id.root.toString().c_str());
-    st = initFromBootstrap(launch.id, launch.rank, launch.size, config, comm);
-  }
+  std::unique_ptr<Communicator> impl;
+  if (st.isOk()) st = registerNew(createFromLauncher(config, &impl), std::move(impl), comm);
   return reportToCaller(st.withContext("fwCommInitFromEnv"));
 }
 
@@ -148,7 +121,7 @@ fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError) {
   Communicator* impl = nullptr;
   Status st = lookupComm(comm, &impl);
   if (st.isOk() && asyncError == nullptr) st = Status(fwInvalidPointer, "asyncError is NULL");
-  if (st.isOk()) *asyncError = impl->messenger().brokenStatus().code();
+  if (st.isOk()) *asyncError = impl->asyncError().code();
   return reportToCaller(st.withContext("fwCommGetAsyncError"));
 }
 

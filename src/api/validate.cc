@@ -104,10 +104,10 @@ Status validateAllToAllv(const CollectiveArgs& a, int rank, int n) {
 
 }  // namespace
 
-Status validateStream(fwStream_t stream) {
+Status validateHostStream(fwStream_t stream) {
   if (stream != nullptr) {
-    return Status(fwNotAvailable, "stream must be NULL: this build moves host buffers only, and CUDA streams need the "
-                                  "NCCL transport");
+    return Status(fwInvalidUsage, "stream is not NULL but the buffers are host memory: host buffers take a NULL "
+                                  "stream (streams order device buffers)");
   }
   return Status::ok();
 }

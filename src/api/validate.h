@@ -7,7 +7,8 @@
 
 namespace fairway {
 
-Status validateStream(fwStream_t stream);
+// Host buffers complete before the call returns, so they take no stream.
+Status validateHostStream(fwStream_t stream);
 Status validateCollective(const CollectiveArgs& args, int rank, int nranks);
 Status validatePointToPoint(const void* buf, size_t count, fwDataType_t datatype, int peer, int nranks,
                             const char* bufName);

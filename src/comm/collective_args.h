@@ -28,6 +28,11 @@ struct CollectiveArgs {
   const size_t* rdispls = nullptr;
 };
 
+// The bytes of sendbuff and of recvbuff this rank's call reads or writes
+// (0 where a buffer is not used, as recvbuff on a non-root of reduce).
+// Only for validated arguments.
+void bufferBytes(const CollectiveArgs& args, int rank, int nranks, size_t* sendBytes, size_t* recvBytes);
+
 // 8 bits over what all ranks must agree on, carried in every message tag.
 uint8_t collectiveSignature(const CollectiveArgs& args);
 

@@ -10,7 +10,6 @@
 #include "comm/transport_loader.h"
 #include "core/datatype.h"
 #include "core/log.h"
-#include "topo/net_device.h"
 
 namespace fairway {
 
@@ -116,14 +115,24 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
 
   const int localRank = layout.localRankOf(rank);
   const int gpuIndex = gpuIndexForRank(machine->topology, mine.gpuBusId, localRank);
-  NetDeviceChoice net;
+  NetDeviceChoice net{"", "one node: no inter-node traffic"};
   if (layout.nodeCount() > 1) {
     // Every rank takes this branch, so the second exchange stays collective.
     net = chooseNetDevice(machine->topology, gpuIndex, localRank, config.netDevices);
     args.networkOnly = true;
     args.netDevice = net.ucxDevice;
     std::unique_ptr<Transport> inter;
-    FW_RETURN_IF_ERROR(createTransport("ucx", config.pluginPath, args, &inter).withContext("inter-node level"));
+    Status created = createTransport("ucx", config.pluginPath, args, &inter);
+    if (!created.isOk() && !net.ucxDevice.empty() && config.netDevices.empty()) {
+      // The topology named a NIC UCX cannot open here (a topology file from
+      // another machine, a port that is down): UCX's own choice still works.
+      FW_LOG(Warn, Init, "rank %d: network device %s (%s) is not usable: %s; UCX chooses instead", rank,
+             net.ucxDevice.c_str(), net.why.c_str(), created.message().c_str());
+      net = NetDeviceChoice{"", "UCX's choice after " + net.ucxDevice + " failed"};
+      args.netDevice.clear();
+      created = createTransport("ucx", config.pluginPath, args, &inter);
+    }
+    FW_RETURN_IF_ERROR(created.withContext("inter-node level (FAIRWAY_NET_DEVICES, UCX_TLS, UCX_NET_DEVICES)"));
     std::vector<std::vector<uint8_t>> interAddresses;
     FW_RETURN_IF_ERROR(exchange(oob, size, inter->localAddress(), &interAddresses));
     // Network transports report a dead peer themselves.
@@ -153,17 +162,63 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   FW_LOG(Info, Init, "rank %d of %d: node %d of %d (%s), local rank %d of %d, %d ranks on %ld CPUs: idle waits %s",
          rank, size, layout.nodeOf(rank), layout.nodeCount(), layout.describe().c_str(), localRank,
          layout.localSizeOf(rank), ranksOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
-  out->reset(new Communicator(config, selector, std::move(messenger), layout, plan, machine));
+  out->reset(new Communicator(config, selector, std::move(messenger), layout, plan, machine, net));
   return Status::ok();
 }
 
 Communicator::Communicator(const Config& config, const AlgorithmSelector& selector,
                            std::unique_ptr<Messenger> messenger, const RankLayout& layout, const TransportPlan& plan,
-                           LocalMachine* machine)
+                           LocalMachine* machine, const NetDeviceChoice& net)
     : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout), plan_(plan),
-      machine_(machine), sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {}
+      netDevice_(net),
+      machine_(machine), sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {
+  if (plan_.deviceCollectives != DevicePath::None) device_ = std::make_unique<DeviceCollectives>(*this);
+}
 
-Communicator::~Communicator() { executor_.drain(); }
+Communicator::~Communicator() {
+  executor_.drain();
+  device_.reset();
+}
+
+MemoryType Communicator::memoryTypeOf(const void* buf) {
+  int device = 0;
+  if (!device_ || buf == nullptr) return MemoryType::Host;
+  return machine_->device->memoryTypeOf(buf, &device);
+}
+
+Status Communicator::memoryTypeOf(const CollectiveArgs& args, MemoryType* out) {
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(args, rank(), size(), &sendBytes, &recvBytes);
+  MemoryType send = sendBytes > 0 ? memoryTypeOf(args.send) : MemoryType::Host;
+  MemoryType recv = recvBytes > 0 ? memoryTypeOf(args.recv) : MemoryType::Host;
+  if (sendBytes > 0 && recvBytes > 0 && send != recv) {
+    return Status(fwInvalidUsage, std::string("sendbuff is ") + (send == MemoryType::Cuda ? "device" : "host") +
+                                      " memory but recvbuff is " + (recv == MemoryType::Cuda ? "device" : "host") +
+                                      " memory: one call takes one kind");
+  }
+  *out = sendBytes > 0 ? send : recv;
+  return Status::ok();
+}
+
+Status Communicator::deviceCollective(const CollectiveArgs& args, void* stream) {
+  FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  return device_->run(args, stream);
+}
+
+Status Communicator::deviceSend(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
+  FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  return device_->send(buf, count, datatype, peer, stream);
+}
+
+Status Communicator::deviceRecv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
+  FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  return device_->recv(buf, count, datatype, peer, stream);
+}
+
+Status Communicator::asyncError() {
+  FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  return device_ ? device_->asyncError() : Status::ok();
+}
 
 Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
@@ -288,6 +343,7 @@ Status Communicator::destroy() {
 }
 
 void Communicator::abort() {
+  if (device_) device_->abort();
   messenger_->fail(Status(fwRemoteError, "rank " + std::to_string(rank()) + " aborted the communicator"));
   executor_.drain();
   messenger_->disconnect();

@@ -10,11 +10,13 @@
 
 #include "algorithms/selector.h"
 #include "comm/collective_args.h"
+#include "comm/device_collectives.h"
 #include "comm/executor.h"
 #include "comm/messenger.h"
 #include "comm/scratch.h"
 #include "core/config.h"
 #include "comm/local_machine.h"
+#include "topo/net_device.h"
 #include "topo/rank_layout.h"
 #include "topo/transport_plan.h"
 
@@ -38,6 +40,17 @@ class Communicator {
   // Queues it behind earlier collectives; *operation reports completion.
   Status startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation);
 
+  // Where the buffers of a validated call live: host unless a CUDA runtime
+  // says device. Mixing the two in one call is an error.
+  Status memoryTypeOf(const CollectiveArgs& args, MemoryType* out);
+  MemoryType memoryTypeOf(const void* buf);
+  // Device-buffer calls, on stream (see DeviceCollectives).
+  Status deviceCollective(const CollectiveArgs& args, void* stream);
+  Status deviceSend(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
+  Status deviceRecv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
+  // The communicator's failure, or one NCCL saw in enqueued work.
+  Status asyncError();
+
   // Point-to-point messages, matched in order per pair of ranks.
   Status postSend(const void* buf, size_t bytes, int peer, Pending* out);
   Status postRecv(void* buf, size_t bytes, int peer, Pending* out);
@@ -45,6 +58,9 @@ class Communicator {
   const RankLayout& layout() const { return layout_; }
   const TransportPlan& plan() const { return plan_; }
   const Config& config() const { return config_; }
+  const AlgorithmSelector& selector() const { return selector_; }
+  // The network device of this rank's inter-node traffic (empty: UCX's choice).
+  const NetDeviceChoice& netDevice() const { return netDevice_; }
   LocalMachine& machine() { return *machine_; }
 
   // Ranks with the same color form a new communicator, ordered by key then
@@ -59,7 +75,7 @@ class Communicator {
 
  private:
   Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger,
-               const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine);
+               const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine, const NetDeviceChoice& net);
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
   Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
@@ -70,12 +86,14 @@ class Communicator {
   std::unique_ptr<Messenger> messenger_;
   RankLayout layout_;
   TransportPlan plan_;
+  NetDeviceChoice netDevice_;
   LocalMachine* machine_;  // process-wide, outlives every communicator
   Scratch scratch_;
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
   std::mutex pointToPointMutex_;
   std::vector<uint64_t> sentTo_;
   std::vector<uint64_t> receivedFrom_;
+  std::unique_ptr<DeviceCollectives> device_;  // null on machines without a CUDA device
   Executor executor_;  // last: its worker must stop before the rest goes
 };
 

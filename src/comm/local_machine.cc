@@ -23,7 +23,7 @@ Status loadMachine(const Config& config, LocalMachine* m) {
   Status nccl = loadTransportPlugin("nccl", config.pluginPath, &plugin);
   if (nccl.isOk() && plugin->native == nullptr) nccl = Status(fwNotAvailable, "the nccl plugin has no collectives");
   if (nccl.isOk()) nccl = plugin->native->available();
-  if (nccl.isOk() && !m->cudaDevice.ok) nccl = Status(fwNotAvailable, "no CUDA device: " + m->cudaDevice.reason);
+  if (nccl.isOk() && !m->cudaDevice.ok) nccl = Status(fwNotAvailable, m->cudaDevice.reason);
   if (nccl.isOk()) m->nccl = plugin->native;
   m->ncclAvailable = nccl.isOk() ? Availability::yes() : Availability::no(nccl.message());
   return Status::ok();

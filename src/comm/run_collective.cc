@@ -1,5 +1,6 @@
 #include "comm/run_collective.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -22,6 +23,30 @@ uint8_t collectiveSignature(const CollectiveArgs& a) {
     h *= 0x100000001b3ull;
   }
   return static_cast<uint8_t>(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 32));
+}
+
+void bufferBytes(const CollectiveArgs& a, int rank, int n, size_t* sendBytes, size_t* recvBytes) {
+  const size_t es = a.kind == CollectiveKind::Barrier ? 0 : datatypeSize(a.datatype);
+  const size_t one = a.count * es, all = one * static_cast<size_t>(n);
+  const bool root = rank == a.root;
+  *sendBytes = *recvBytes = 0;
+  switch (a.kind) {
+    case CollectiveKind::AllReduce: *sendBytes = *recvBytes = one; break;
+    case CollectiveKind::ReduceScatter: *sendBytes = all; *recvBytes = one; break;
+    case CollectiveKind::AllGather: *sendBytes = one; *recvBytes = all; break;
+    case CollectiveKind::Broadcast: *sendBytes = root ? one : 0; *recvBytes = one; break;
+    case CollectiveKind::Reduce: *sendBytes = one; *recvBytes = root ? one : 0; break;
+    case CollectiveKind::AllToAll: *sendBytes = *recvBytes = all; break;
+    case CollectiveKind::AllToAllv:
+      for (int i = 0; i < n; ++i) {
+        *sendBytes = std::max(*sendBytes, (a.sdispls[i] + a.sendcounts[i]) * es);
+        *recvBytes = std::max(*recvBytes, (a.rdispls[i] + a.recvcounts[i]) * es);
+      }
+      break;
+    case CollectiveKind::Gather: *sendBytes = one; *recvBytes = root ? all : 0; break;
+    case CollectiveKind::Scatter: *sendBytes = root ? all : 0; *recvBytes = one; break;
+    case CollectiveKind::Barrier: break;
+  }
 }
 
 Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const AlgorithmSelector& selector) {

@@ -41,6 +41,10 @@ Status loadPlugin(const std::string& file, const char* symbol, int abiVersion, c
     std::string dir = directoryOfThisLibrary();
     candidates.push_back(dir + "/" + file);
     candidates.push_back(dir + "/fairway/" + file);
+    // Tools that link the core statically live in bin/, beside lib/.
+    const std::string libdir = dir + "/../" FAIRWAY_INSTALL_LIBDIR;
+    candidates.push_back(libdir + "/" + file);
+    candidates.push_back(libdir + "/fairway/" + file);
   }
   std::string errors;
   for (const std::string& path : candidates) {

@@ -1,7 +1,8 @@
 // Finds and loads plugins at run time: transports
 // (libfairway-transport-NAME.so) and the CUDA device runtime
 // (libfairway-device-cuda.so), from FAIRWAY_PLUGIN_PATH, else beside
-// libfairway.so or in its fairway/ subdirectory.
+// libfairway.so or in its fairway/ subdirectory (or, for a program linking
+// the core statically, in ../lib and ../lib/fairway from the program).
 #pragma once
 
 #include <memory>

@@ -103,8 +103,11 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
   return failures;
 }
 
-int sweepCollective(const RankContext& ctx, const CollectiveCase& c) {
+// nodeOfRank: FAIRWAY_NODE_ID for each rank, to pose as several nodes
+// (empty: one node).
+int sweepCollective(const RankContext& ctx, const CollectiveCase& c, const std::vector<std::string>& nodeOfRank = {}) {
   if (c.algorithm != nullptr) setenv("FAIRWAY_ALGO", c.algorithm, 1);  // this rank's process only
+  if (!nodeOfRank.empty()) setenv("FAIRWAY_NODE_ID", nodeOfRank[ctx.rank].c_str(), 1);
   fwComm_t comm = nullptr;
   if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) {
     reportFailure(ctx, std::string("fwCommInitRank: ") + fwGetLastErrorMessage());
@@ -154,6 +157,57 @@ INSTANTIATE_TEST_SUITE_P(AllCollectives, CollectiveSweep,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(collectiveCases().size())),
                                             ::testing::Values(1, 2, 3, 4, 8)),
                          sweepName);
+
+// The same sweep with the ranks split across emulated nodes: peers on other
+// "nodes" are reached over UCX's network transports only, so every
+// collective must give exactly the flat run's results whatever the layout.
+struct NodeLayoutCase {
+  const char* name;
+  std::vector<std::string> nodeOfRank;
+};
+
+const std::vector<NodeLayoutCase>& nodeLayouts() {
+  static const std::vector<NodeLayoutCase> layouts = {
+      {"2x4", {"a", "a", "a", "a", "b", "b", "b", "b"}},
+      {"4x2", {"a", "a", "b", "b", "c", "c", "d", "d"}},
+      // Non-uniform (3+2) and not contiguous: node b holds ranks 1, 3, 4.
+      {"3plus2_permuted", {"a", "b", "a", "b", "b"}},
+  };
+  return layouts;
+}
+
+class EmulatedNodesSweep : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(EmulatedNodesSweep, MatchesReference) {
+  const CollectiveCase& c = collectiveCases()[std::get<0>(GetParam())];
+  const NodeLayoutCase& layout = nodeLayouts()[std::get<1>(GetParam())];
+  const int nranks = static_cast<int>(layout.nodeOfRank.size());
+  auto outcomes =
+      runRanks(nranks, [&](const RankContext& ctx) { return sweepCollective(ctx, c, layout.nodeOfRank); });
+  for (int r = 0; r < nranks; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << " on layout " << layout.name << ": rank " << r << " failed";
+    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
+  }
+}
+
+std::string emulatedName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+  return std::string(collectiveCases()[std::get<0>(info.param)].name) + "_" +
+         nodeLayouts()[std::get<1>(info.param)].name;
+}
+
+// The collectives themselves, without the forced-algorithm variants.
+std::vector<int> plainCases() {
+  std::vector<int> out;
+  for (size_t i = 0; i < collectiveCases().size(); ++i) {
+    if (collectiveCases()[i].algorithm == nullptr) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCollectives, EmulatedNodesSweep,
+                         ::testing::Combine(::testing::ValuesIn(plainCases()),
+                                            ::testing::Range(0, static_cast<int>(nodeLayouts().size()))),
+                         emulatedName);
 
 }  // namespace
 }  // namespace fairway::testing

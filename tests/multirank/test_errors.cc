@@ -83,9 +83,9 @@ TEST_F(SingleRank, PartialOverlapIsRejected) {
   EXPECT_EQ(fwAllReduce(send_, send_, 4, fwFloat32, fwSum, comm_, nullptr), fwSuccess);  // in place
 }
 
-TEST_F(SingleRank, StreamNeedsCudaTransport) {
+TEST_F(SingleRank, HostBuffersTakeNoStream) {
   int fakeStream = 0;
-  EXPECT_EQ(fwAllReduce(send_, recv_, 4, fwFloat32, fwSum, comm_, &fakeStream), fwNotAvailable);
+  EXPECT_EQ(fwAllReduce(send_, recv_, 4, fwFloat32, fwSum, comm_, &fakeStream), fwInvalidUsage);
   EXPECT_TRUE(messageHas("stream")) << fwGetLastErrorMessage();
 }
 

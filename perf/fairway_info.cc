@@ -1,0 +1,200 @@
+// fairway-info: what Fairway sees and would do here, like ucx_info.
+//
+// Alone it describes this process's machine as a one-rank job; under a
+// launcher (fairwayrun, mpirun, srun, torchrun) it forms the job's
+// communicator and rank 0 prints every rank: nodes, local ranks, the GPU and
+// network device of each, the groups, which transports are available (and
+// why not), and the plan per level and per collective and size.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/selector.h"
+#include "comm/communicator.h"
+#include "comm/communicator_factory.h"
+#include "comm/local_machine.h"
+#include "core/config.h"
+#include "topo/net_device.h"
+
+using namespace fairway;
+
+namespace {
+
+constexpr size_t kRecordBytes = 512;
+
+bool underLauncher() {
+  for (const char* name : {"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+std::string numaText(int numa) { return numa < 0 ? "?" : std::to_string(numa); }
+
+void printTopology(const HwTopology& t) {
+  std::printf("# Topology of this node (%s)\n", t.source.c_str());
+  std::printf("  %d packages, %d NUMA nodes, %d cores, %d hardware threads\n", t.packages, t.numaNodes, t.cores,
+              t.processingUnits);
+  if (t.gpus.empty()) std::printf("  GPUs: none\n");
+  for (size_t g = 0; g < t.gpus.size(); ++g) {
+    const PciDevice& gpu = t.gpus[g];
+    std::string nic = t.nicOfGpu[g] < 0 ? "none" : t.nics[t.nicOfGpu[g]].name;
+    std::printf("  GPU %zu  %s %-8s NUMA %s  nearest NIC %s\n", g, gpu.busId.c_str(),
+                gpu.name.empty() ? "-" : gpu.name.c_str(), numaText(gpu.numaNode).c_str(), nic.c_str());
+  }
+  if (t.nics.empty()) std::printf("  NICs: none on the PCI tree\n");
+  for (const NetDevice& nic : t.nics) {
+    std::printf("  NIC %-10s %s NUMA %s  %s\n", nic.name.c_str(), nic.busId.c_str(), numaText(nic.numaNode).c_str(),
+                nic.rdma ? "RDMA (OpenFabrics)" : "socket interface");
+  }
+}
+
+void printTransports(const LocalMachine& m, bool ucxReachesCuda) {
+  std::printf("# Transports\n");
+  std::printf("  %-13s available (host memory%s)\n", "ucx", ucxReachesCuda ? ", CUDA memory" : "");
+  std::printf("  %-13s %s\n", "cuda runtime", m.cudaDevice.ok ? "available" : ("unavailable: " + m.cudaDevice.reason).c_str());
+  std::printf("  %-13s %s\n", "nccl", m.ncclAvailable.ok ? "available" : ("unavailable: " + m.ncclAvailable.reason).c_str());
+}
+
+// This rank's line, gathered to rank 0.
+std::string describeRank(Communicator& comm) {
+  const RankLayout& layout = comm.layout();
+  const int rank = comm.rank();
+  const PeerInfo& me = comm.messenger().peers()[rank];
+  const HwTopology& topo = comm.machine().topology;
+  const int localRank = layout.localRankOf(rank);
+  const int gpu = gpuIndexForRank(topo, me.gpuBusId, localRank);
+  const NetDeviceChoice& net = comm.netDevice();
+  char line[kRecordBytes];
+  std::snprintf(line, sizeof(line), "  rank %-3d host %-12s node %d (%s) local rank %d of %d  GPU %s  net %s (%s)",
+                rank, me.host.c_str(), layout.nodeOf(rank), layout.nodeName(layout.nodeOf(rank)).c_str(), localRank,
+                layout.localSizeOf(rank), gpu < 0 ? "none" : topo.gpus[gpu].busId.c_str(),
+                net.ucxDevice.empty() ? "UCX's choice" : net.ucxDevice.c_str(), net.why.c_str());
+  return line;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return "[" + text + "]";
+}
+
+void printGroups(const RankLayout& layout) {
+  std::printf("# Groups: %s%s\n", layout.describe().c_str(),
+              layout.nodeCount() > 1 && !layout.blocked() ? ", ranks of a node not contiguous" : "");
+  for (int n = 0; n < layout.nodeCount(); ++n) {
+    std::printf("  node %d %-12s ranks %s\n", n, layout.nodeName(n).c_str(), rankList(layout.ranksOfNode(n)).c_str());
+  }
+  std::printf("  leaders %s\n", rankList(layout.leaders()).c_str());
+  for (int d = 0; d < layout.railCount(); ++d) std::printf("  rail %d  %s\n", d, rankList(layout.rail(d)).c_str());
+}
+
+std::string sizeText(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && bytes % 1024 == 0 && u < 3) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + " " + units[u];
+}
+
+// Asks the selector at every power of two and prints where its answer changes.
+void printAlgorithms(const Communicator& comm) {
+  struct Probe { CollectiveKind kind; const char* what; };
+  const Probe probes[] = {
+      {CollectiveKind::AllReduce, "allreduce (buffer size)"},
+      {CollectiveKind::ReduceScatter, "reducescatter (buffer size)"},
+      {CollectiveKind::AllGather, "allgather (per-rank block)"},
+      {CollectiveKind::Broadcast, "broadcast"},
+      {CollectiveKind::Reduce, "reduce"},
+      {CollectiveKind::AllToAll, "alltoall"},
+      {CollectiveKind::Gather, "gather/scatter"},
+      {CollectiveKind::Barrier, "barrier"},
+  };
+  std::printf("# Algorithms for host buffers (over UCX; FAIRWAY_ALGO overrides)\n");
+  for (const Probe& p : probes) {
+    std::string text;
+    size_t from = 0;
+    Algorithm current = comm.selector().choose(p.kind, 0);
+    for (size_t bytes = 1; bytes <= (size_t{1} << 34); bytes *= 2) {
+      Algorithm a = comm.selector().choose(p.kind, bytes);
+      if (a == current) continue;
+      text += std::string(algorithmName(current)) + " [" + sizeText(from) + ", " + sizeText(bytes) + ")  ";
+      current = a;
+      from = bytes;
+    }
+    text += std::string(algorithmName(current)) + (from == 0 ? " at every size" : " from " + sizeText(from));
+    std::printf("  %-28s %s\n", p.what, text.c_str());
+  }
+  const TransportPlan& plan = comm.plan();
+  std::printf("# Device buffers\n");
+  if (plan.deviceCollectives == DevicePath::None) {
+    std::printf("  none: every buffer is host memory here\n");
+  } else if (plan.deviceCollectives == DevicePath::Nccl) {
+    std::printf("  allreduce, reducescatter, allgather, broadcast, reduce, send/recv: NCCL on the caller's stream\n"
+                "  bitwise reductions, alltoall(v), gather, scatter: UCX, staged through pinned host memory\n");
+  } else {
+    std::printf("  every collective: the host algorithms above over %s\n", devicePathName(plan.deviceCollectives));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: fairway-info\n  run alone for this machine, or under a launcher for the whole job "
+                         "(e.g. fairwayrun -np 8 --nodes 2 fairway-info)\n");
+    return 2;
+  }
+  Config config;
+  Status st = Config::fromEnvironment(&config);
+  std::unique_ptr<Communicator> comm;
+  if (st.isOk() && underLauncher()) {
+    st = createFromLauncher(config, &comm);
+  } else if (st.isOk()) {
+    Communicator::OobAllgather alone = [](const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
+      *all = {mine};
+      return Status::ok();
+    };
+    st = Communicator::create(alone, 0, 1, config, &comm);
+  }
+  if (!st.isOk()) {
+    std::fprintf(stderr, "fairway-info: %s\n", st.message().c_str());
+    return 1;
+  }
+  // Every rank's line to rank 0, over the communicator itself.
+  std::string mine = describeRank(*comm);
+  std::vector<char> record(kRecordBytes, 0), all(kRecordBytes * comm->size(), 0);
+  std::memcpy(record.data(), mine.c_str(), std::min(mine.size(), kRecordBytes - 1));
+  CollectiveArgs gather;
+  gather.kind = CollectiveKind::AllGather;
+  gather.datatype = fwUint8;
+  gather.count = kRecordBytes;
+  gather.send = record.data();
+  gather.recv = all.data();
+  st = comm->collective(gather);
+  if (st.isOk() && comm->rank() == 0) {
+    LocalMachine& machine = comm->machine();
+    std::printf("# Fairway %d.%d.%d, %d ranks\n", FAIRWAY_MAJOR, FAIRWAY_MINOR, FAIRWAY_PATCH, comm->size());
+    printTopology(machine.topology);
+    printTransports(machine, comm->plan().ucxReachesCudaMemory);
+    std::printf("# Ranks\n");
+    for (int r = 0; r < comm->size(); ++r) std::printf("%s\n", all.data() + r * kRecordBytes);
+    printGroups(comm->layout());
+    std::printf("# Plan: %s\n", comm->plan().describe().c_str());
+    for (const PlanReason& reason : comm->plan().reasons) {
+      std::printf("  %s%s\n", reason.fallback ? "fallback: " : "", reason.text.c_str());
+    }
+    printAlgorithms(*comm);
+  }
+  Status closed = comm->destroy();
+  if (st.isOk()) st = closed;
+  if (!st.isOk()) {
+    std::fprintf(stderr, "fairway-info: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,44 @@
+#include "comm/communicator_factory.h"
+
+#include <arpa/inet.h>
+
+#include "bootstrap/client.h"
+#include "bootstrap/launcher_env.h"
+#include "bootstrap/root.h"
+#include "core/log.h"
+
+namespace fairway {
+
+Status createFromBootstrap(const BootstrapId& id, int rank, int nranks, const Config& config,
+                           std::unique_ptr<Communicator>* out) {
+  BootstrapClient client;
+  FW_RETURN_IF_ERROR(BootstrapClient::join(id, rank, nranks, config.timeoutMs, &client));
+  Communicator::OobAllgather oob = [&](const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
+    return client.allgather(mine, all);
+  };
+  Status st = Communicator::create(oob, rank, nranks, config, out);
+  client.leave();
+  return st;
+}
+
+Status createFromLauncher(const Config& config, std::unique_ptr<Communicator>* out) {
+  LauncherEnvironment launch;
+  FW_RETURN_IF_ERROR(readLauncherEnvironment(config, &launch));
+  if (launch.hostsRoot) {
+    // Listen on every interface at the root's port: MASTER_ADDR may name
+    // this host by an address it does not bind directly.
+    SocketAddress any = launch.id.root;
+    if (any.storage.ss_family == AF_INET) {
+      reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_ANY);
+    } else {
+      reinterpret_cast<sockaddr_in6*>(&any.storage)->sin6_addr = in6addr_any;
+    }
+    BootstrapId bound;
+    FW_RETURN_IF_ERROR(startBootstrapRoot(any, launch.id.secret, config.timeoutMs, &bound));
+  }
+  FW_LOG(Info, Init, "rank %d of %d from %s, bootstrap root %s", launch.rank, launch.size, launch.launcher.c_str(),
+         launch.id.root.toString().c_str());
+  return createFromBootstrap(launch.id, launch.rank, launch.size, config, out);
+}
+
+}  // namespace fairway

@@ -1,0 +1,253 @@
+#include "comm/device_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "core/datatype.h"
+#include "core/log.h"
+
+namespace fairway {
+namespace {
+
+// Slices of the staged pipeline: big enough that a slice's network time
+// dwarfs the per-copy overhead, small enough that two stay cheap in pinned
+// memory and the copies overlap the network well.
+constexpr size_t kStagingSliceBytes = 4 << 20;
+// NCCL's unique id is 128 bytes; room for a length word and a larger id.
+constexpr size_t kUniqueIdMessageBytes = 512;
+
+bool elementwise(CollectiveKind kind) {
+  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
+}
+
+bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
+
+}  // namespace
+
+DeviceCollectives::DeviceCollectives(Communicator& comm) : comm_(comm), device_(*comm.machine().device) {}
+
+DeviceCollectives::~DeviceCollectives() {
+  native_.reset();
+  for (PinnedBuffer* b : {&slices_[0], &slices_[1], &whole_[0], &whole_[1]}) {
+    if (b->data != nullptr) device_.freePinned(b->data);
+  }
+  for (void* event : sliceReady_) {
+    if (event != nullptr) device_.destroyEvent(event);
+  }
+  if (copyStream_ != nullptr) device_.destroyStream(copyStream_);
+}
+
+bool DeviceCollectives::nativeHandles(const CollectiveArgs& a) const {
+  if (comm_.plan().deviceCollectives != DevicePath::Nccl || comm_.machine().nccl == nullptr) return false;
+  switch (a.kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::Reduce:
+      return comm_.machine().nccl->supports(a.datatype, a.op);
+    case CollectiveKind::AllGather:
+    case CollectiveKind::Broadcast:
+      return comm_.machine().nccl->supports(a.datatype, fwSum);
+    default:
+      return false;  // all-to-all, gather, scatter: staged over UCX
+  }
+}
+
+Status DeviceCollectives::ensureNative() {
+  if (native_) return Status::ok();
+  // Rank 0 makes the id; everyone gets it over Fairway's own broadcast. A
+  // failure on rank 0 still broadcasts (an empty id) so no rank is left waiting.
+  uint8_t message[kUniqueIdMessageBytes] = {};
+  Status made;
+  if (comm_.rank() == 0) {
+    std::vector<uint8_t> id;
+    made = comm_.machine().nccl->makeUniqueId(&id);
+    if (made.isOk() && id.size() + 4 > sizeof(message)) made = Status(fwInternalError, "nccl unique id too long");
+    uint32_t length = made.isOk() ? static_cast<uint32_t>(id.size()) : 0;
+    std::memcpy(message, &length, 4);
+    if (length > 0) std::memcpy(message + 4, id.data(), length);
+  }
+  CollectiveArgs bcast;
+  bcast.kind = CollectiveKind::Broadcast;
+  bcast.datatype = fwUint8;
+  bcast.count = sizeof(message);
+  bcast.send = message;
+  bcast.recv = message;
+  FW_RETURN_IF_ERROR(comm_.collective(bcast).withContext("sending the NCCL unique id"));
+  FW_RETURN_IF_ERROR(made.withContext("rank 0 making the NCCL unique id"));
+  uint32_t length = 0;
+  std::memcpy(&length, message, 4);
+  if (length == 0 || length + 4 > sizeof(message)) {
+    return Status(fwRemoteError, "rank 0 could not make an NCCL unique id");
+  }
+  NativeInitArgs init;
+  init.rank = comm_.rank();
+  init.size = comm_.size();
+  init.uniqueId.assign(message + 4, message + 4 + length);
+  std::string busId;
+  FW_RETURN_IF_ERROR(device_.currentDevice(&init.device, &busId));
+  FW_RETURN_IF_ERROR(comm_.machine().nccl->create(init, &native_));
+  FW_LOG(Info, Init, "rank %d: NCCL communicator of %d ranks on GPU %s", init.rank, init.size, busId.c_str());
+  return Status::ok();
+}
+
+Status DeviceCollectives::runNative(const CollectiveArgs& a, void* stream) {
+  FW_RETURN_IF_ERROR(ensureNative());
+  switch (a.kind) {
+    case CollectiveKind::AllReduce: return native_->allReduce(a.send, a.recv, a.count, a.datatype, a.op, stream);
+    case CollectiveKind::ReduceScatter:
+      return native_->reduceScatter(a.send, a.recv, a.count, a.datatype, a.op, stream);
+    case CollectiveKind::AllGather: return native_->allGather(a.send, a.recv, a.count, a.datatype, stream);
+    case CollectiveKind::Broadcast: return native_->broadcast(a.send, a.recv, a.count, a.datatype, a.root, stream);
+    case CollectiveKind::Reduce:
+      return native_->reduce(a.send, a.recv, a.count, a.datatype, a.op, a.root, stream);
+    default: return Status(fwInternalError, "no native form of this collective");
+  }
+}
+
+Status DeviceCollectives::ensureStagingResources() {
+  if (copyStream_ != nullptr) return Status::ok();
+  FW_RETURN_IF_ERROR(device_.createStream(&copyStream_));
+  for (void*& event : sliceReady_) FW_RETURN_IF_ERROR(device_.createEvent(&event));
+  return Status::ok();
+}
+
+Status DeviceCollectives::reserve(PinnedBuffer* buffer, size_t bytes) {
+  if (buffer->bytes >= bytes) return Status::ok();
+  if (buffer->data != nullptr) device_.freePinned(buffer->data);
+  buffer->data = nullptr;
+  buffer->bytes = 0;
+  FW_RETURN_IF_ERROR(device_.allocatePinned(bytes, &buffer->data));
+  buffer->bytes = bytes;
+  return Status::ok();
+}
+
+// Slice s is copied to the host while slice s-1 crosses the network and
+// slice s-2 is copied back; one copy stream keeps the copies in order, so a
+// host buffer is refilled only after its previous slice has left it.
+Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* stream) {
+  const size_t es = datatypeSize(a.datatype);
+  const size_t sliceCount = std::max<size_t>(1, kStagingSliceBytes / es);
+  const size_t slices = (a.count + sliceCount - 1) / sliceCount;
+  const bool root = comm_.rank() == a.root;
+  const bool hasInput = a.kind != CollectiveKind::Broadcast || root;
+  const bool hasOutput = a.kind != CollectiveKind::Reduce || root;
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  for (PinnedBuffer& slice : slices_) FW_RETURN_IF_ERROR(reserve(&slice, std::min(a.count, sliceCount) * es));
+  FW_RETURN_IF_ERROR(device_.synchronize(stream));  // the input is complete
+
+  auto load = [&](size_t s) -> Status {
+    const size_t offset = s * sliceCount * es;
+    const size_t bytes = std::min(sliceCount, a.count - s * sliceCount) * es;
+    if (hasInput) {
+      FW_RETURN_IF_ERROR(device_.copyAsync(slices_[s % 2].data, static_cast<const char*>(a.send) + offset, bytes,
+                                           copyStream_));
+    }
+    return device_.recordEvent(sliceReady_[s % 2], copyStream_);
+  };
+  if (slices > 0) FW_RETURN_IF_ERROR(load(0));
+  for (size_t s = 0; s < slices; ++s) {
+    FW_RETURN_IF_ERROR(device_.waitEvent(sliceReady_[s % 2]));
+    if (s + 1 < slices) FW_RETURN_IF_ERROR(load(s + 1));
+    CollectiveArgs slice = a;
+    slice.count = std::min(sliceCount, a.count - s * sliceCount);
+    slice.send = slice.recv = slices_[s % 2].data;  // in place on the host
+    FW_RETURN_IF_ERROR(comm_.collective(slice));
+    if (hasOutput) {
+      FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + s * sliceCount * es, slices_[s % 2].data,
+                                           slice.count * es, copyStream_));
+    }
+  }
+  return device_.synchronize(copyStream_);
+}
+
+// Collectives whose blocks are not elementwise move whole. In-place forms
+// (one buffer inside the other) are staged as one host range, so the host
+// call is in place too; all-to-all-v's receive buffer is loaded first so
+// the gaps between its blocks come back unchanged.
+Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) {
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(a, comm_.rank(), comm_.size(), &sendBytes, &recvBytes);
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  FW_RETURN_IF_ERROR(device_.synchronize(stream));
+  CollectiveArgs host = a;
+  const bool shared = rangesOverlap(a.send, sendBytes, a.recv, recvBytes);
+  if (shared) {
+    auto lo = std::min(reinterpret_cast<uintptr_t>(a.send), reinterpret_cast<uintptr_t>(a.recv));
+    auto hi = std::max(reinterpret_cast<uintptr_t>(a.send) + sendBytes, reinterpret_cast<uintptr_t>(a.recv) + recvBytes);
+    FW_RETURN_IF_ERROR(reserve(&whole_[0], hi - lo));
+    char* base = static_cast<char*>(whole_[0].data);
+    FW_RETURN_IF_ERROR(device_.copyAsync(base, reinterpret_cast<const void*>(lo), hi - lo, copyStream_));
+    host.send = base + (reinterpret_cast<uintptr_t>(a.send) - lo);
+    host.recv = base + (reinterpret_cast<uintptr_t>(a.recv) - lo);
+  } else {
+    FW_RETURN_IF_ERROR(reserve(&whole_[0], sendBytes));
+    FW_RETURN_IF_ERROR(reserve(&whole_[1], recvBytes));
+    if (sendBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data, a.send, sendBytes, copyStream_));
+    if (recvBytes > 0 && a.kind == CollectiveKind::AllToAllv) {
+      FW_RETURN_IF_ERROR(device_.copyAsync(whole_[1].data, a.recv, recvBytes, copyStream_));
+    }
+    host.send = sendBytes > 0 ? whole_[0].data : nullptr;
+    host.recv = recvBytes > 0 ? whole_[1].data : nullptr;
+  }
+  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_));
+  FW_RETURN_IF_ERROR(comm_.collective(host));
+  if (recvBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(a.recv, host.recv, recvBytes, copyStream_));
+  return device_.synchronize(copyStream_);
+}
+
+Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (nativeHandles(a)) return runNative(a, stream);
+  if (elementwise(a.kind)) return runStagedInSlices(a, stream);
+  return runStagedWhole(a, stream);
+}
+
+Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_.plan().deviceCollectives == DevicePath::Nccl) {
+    FW_RETURN_IF_ERROR(ensureNative());
+    return native_->send(buf, count, datatype, peer, stream);
+  }
+  const size_t bytes = count * datatypeSize(datatype);
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  FW_RETURN_IF_ERROR(reserve(&whole_[0], bytes));
+  FW_RETURN_IF_ERROR(device_.synchronize(stream));
+  FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data, buf, bytes, copyStream_));
+  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_));
+  Pending pending;
+  FW_RETURN_IF_ERROR(comm_.postSend(whole_[0].data, bytes, peer, &pending));
+  return comm_.messenger().wait(&pending);
+}
+
+Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_.plan().deviceCollectives == DevicePath::Nccl) {
+    FW_RETURN_IF_ERROR(ensureNative());
+    return native_->recv(buf, count, datatype, peer, stream);
+  }
+  const size_t bytes = count * datatypeSize(datatype);
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  FW_RETURN_IF_ERROR(reserve(&whole_[1], bytes));
+  Pending pending;
+  FW_RETURN_IF_ERROR(comm_.postRecv(whole_[1].data, bytes, peer, &pending));
+  FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending));
+  FW_RETURN_IF_ERROR(device_.synchronize(stream));  // earlier stream work may still use buf
+  FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data, bytes, copyStream_));
+  return device_.synchronize(copyStream_);
+}
+
+Status DeviceCollectives::asyncError() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return native_ ? native_->asyncError() : Status::ok();
+}
+
+void DeviceCollectives::abort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (native_) native_->abort();
+}
+
+}  // namespace fairway

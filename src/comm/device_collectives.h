@@ -1,0 +1,58 @@
+// Collectives and messages on device buffers, the way the plan says: NCCL's
+// own collectives on the caller's stream, or UCX through pinned host
+// buffers. The staged path is synchronous for the host: it waits for the
+// stream's earlier work, moves the data, and returns with the result copied
+// back, so work enqueued on the stream afterwards sees it.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "comm/collective_args.h"
+#include "core/status.h"
+#include "transports/device_runtime.h"
+#include "transports/native_collectives.h"
+
+namespace fairway {
+
+class Communicator;
+
+class DeviceCollectives {
+ public:
+  explicit DeviceCollectives(Communicator& comm);
+  ~DeviceCollectives();
+
+  // args is validated and its buffers are device memory.
+  Status run(const CollectiveArgs& args, void* stream);
+  Status send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
+  Status recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
+  // Failures NCCL saw in work already enqueued.
+  Status asyncError();
+  void abort();
+
+ private:
+  // A pinned host buffer that only grows.
+  struct PinnedBuffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+
+  bool nativeHandles(const CollectiveArgs& args) const;
+  Status ensureNative();
+  Status runNative(const CollectiveArgs& args, void* stream);
+  Status runStagedInSlices(const CollectiveArgs& args, void* stream);
+  Status runStagedWhole(const CollectiveArgs& args, void* stream);
+  Status ensureStagingResources();
+  Status reserve(PinnedBuffer* buffer, size_t bytes);
+
+  Communicator& comm_;
+  DeviceRuntime& device_;
+  std::mutex mutex_;  // one device operation at a time per communicator
+  std::unique_ptr<NativeCollectives> native_;
+  void* copyStream_ = nullptr;
+  void* sliceReady_[2] = {nullptr, nullptr};
+  PinnedBuffer slices_[2];
+  PinnedBuffer whole_[2];  // send and receive sides of an unsliced collective
+};
+
+}  // namespace fairway

@@ -1,0 +1,177 @@
+// Device buffers end to end: a one-rank NCCL communicator, and several ranks
+// sharing one GPU over the UCX staging path (NCCL refuses two ranks on one
+// GPU, so the plan must fall back). Each test skips, saying why, where no
+// CUDA device is usable.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/multirank/rank_harness.h"
+
+namespace fairway::testing {
+namespace {
+
+// Probed in a child process: CUDA must not be initialised in the parent,
+// which forks the ranks afterwards.
+std::string whyNoGpu() {
+  int pipeFds[2];
+  if (pipe(pipeFds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipeFds[0]);
+    int devices = 0;
+    cudaError_t e = cudaGetDeviceCount(&devices);
+    std::string why = e != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)
+                                       : (devices == 0 ? "the CUDA driver reports no device" : "");
+    (void)!write(pipeFds[1], why.data(), why.size());
+    _exit(0);
+  }
+  close(pipeFds[1]);
+  std::string why;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(pipeFds[0], buf, sizeof(buf))) > 0) why.append(buf, static_cast<size_t>(n));
+  close(pipeFds[0]);
+  waitpid(pid, nullptr, 0);
+  return why;
+}
+
+#define SKIP_WITHOUT_GPU()                                                    \
+  do {                                                                        \
+    static const std::string why = whyNoGpu();                                \
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;       \
+  } while (0)
+
+#define RANK_CHECK(ctx, cond, what)                                           \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      reportFailure(ctx, std::string(what) + ": " + fwGetLastErrorMessage()); \
+      ++failures;                                                             \
+    }                                                                         \
+  } while (0)
+
+// Runs allreduce, reducescatter, allgather, broadcast and alltoall on device
+// buffers with a stream and checks every element on the host.
+int deviceCollectives(const RankContext& ctx, fwComm_t comm) {
+  int failures = 0;
+  const int n = ctx.nranks;
+  const size_t count = (size_t{3} << 20) + 5;  // several staging slices, not a multiple of anything
+  std::vector<float> host(count * n);
+  float* send = nullptr;
+  float* recv = nullptr;
+  cudaStream_t stream = nullptr;
+  if (cudaMalloc(reinterpret_cast<void**>(&send), count * n * sizeof(float)) != cudaSuccess ||
+      cudaMalloc(reinterpret_cast<void**>(&recv), count * n * sizeof(float)) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess) {
+    reportFailure(ctx, "cuda allocation failed");
+    return 1;
+  }
+  auto upload = [&](auto value) {
+    for (size_t i = 0; i < host.size(); ++i) host[i] = value(i);
+    cudaMemcpy(send, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
+  };
+  auto download = [&](size_t elements) {
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(host.data(), recv, elements * sizeof(float), cudaMemcpyDeviceToHost);
+  };
+  auto expect = [&](size_t elements, auto value, const char* what) {
+    for (size_t i = 0; i < elements; ++i) {
+      if (host[i] != value(i)) {
+        reportFailure(ctx, std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(host[i]) +
+                               ", expected " + std::to_string(value(i)));
+        ++failures;
+        return;
+      }
+    }
+  };
+  const int r = ctx.rank;
+  const float ranksSum = n * (n - 1) / 2.0f;
+
+  upload([&](size_t i) { return static_cast<float>(r + i % 7); });
+  RANK_CHECK(ctx, fwAllReduce(send, recv, count, fwFloat32, fwSum, comm, stream) == fwSuccess, "allreduce");
+  download(count);
+  expect(count, [&](size_t i) { return ranksSum + n * static_cast<float>(i % 7); }, "allreduce");
+
+  RANK_CHECK(ctx, fwReduceScatter(send, recv, count, fwFloat32, fwSum, comm, stream) == fwSuccess, "reducescatter");
+  download(count);
+  expect(count, [&](size_t i) { return ranksSum + n * static_cast<float>((r * count + i) % 7); }, "reducescatter");
+
+  RANK_CHECK(ctx, fwAllGather(send, recv, count, fwFloat32, comm, stream) == fwSuccess, "allgather");
+  download(count * n);
+  expect(count * n, [&](size_t i) { return static_cast<float>(i / count + (i % count) % 7); }, "allgather");
+
+  RANK_CHECK(ctx, fwBroadcast(send, recv, count, fwFloat32, n - 1, comm, stream) == fwSuccess, "broadcast");
+  download(count);
+  expect(count, [&](size_t i) { return static_cast<float>(n - 1 + i % 7); }, "broadcast");
+
+  RANK_CHECK(ctx, fwAllToAll(send, recv, count, fwFloat32, comm, stream) == fwSuccess, "alltoall");
+  download(count * n);
+  // Block b of rank r's result is block r of rank b's input.
+  expect(count * n, [&](size_t i) { return static_cast<float>(i / count + (r * count + i % count) % 7); },
+         "alltoall");
+
+  cudaFree(send);
+  cudaFree(recv);
+  cudaStreamDestroy(stream);
+  return failures;
+}
+
+TEST(Gpu, OneRankNcclCommunicator) {
+  SKIP_WITHOUT_GPU();
+  auto outcomes = runRanks(1, [](const RankContext& ctx) {
+    int failures = 0;
+    setenv("FAIRWAY_INTRA_TRANSPORT", "nccl", 1);  // fail, not fall back, if NCCL cannot serve it
+    cudaSetDevice(0);
+    fwComm_t comm = nullptr;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, 1, ctx.id, 0) == fwSuccess, "init with NCCL forced");
+    if (comm == nullptr) return failures;
+    failures += deviceCollectives(ctx, comm);
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  EXPECT_EQ(outcomes[0].exitCode, 0);
+}
+
+TEST(Gpu, RanksSharingOneGpuUseUcxStaging) {
+  SKIP_WITHOUT_GPU();
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    cudaSetDevice(0);
+    fwComm_t comm = nullptr;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    if (comm == nullptr) return failures;
+    failures += deviceCollectives(ctx, comm);
+    // Host buffers with a stream are refused; device buffers in a non-blocking call too.
+    float x = 0;
+    int fakeStream = 0;
+    RANK_CHECK(ctx, fwAllReduce(&x, &x, 1, fwFloat32, fwSum, comm, &fakeStream) == fwInvalidUsage,
+               "host buffers with a stream");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+TEST(Gpu, ForcedNcclWithSharedGpuFailsAtCreation) {
+  SKIP_WITHOUT_GPU();
+  auto outcomes = runRanks(2, [](const RankContext& ctx) {
+    int failures = 0;
+    setenv("FAIRWAY_INTRA_TRANSPORT", "nccl", 1);
+    cudaSetDevice(0);
+    fwComm_t comm = nullptr;
+    fwResult_t result = fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+    RANK_CHECK(ctx, result == fwInvalidUsage, "forced NCCL on a shared GPU must fail at creation");
+    RANK_CHECK(ctx, std::string(fwGetLastErrorMessage()).find("share GPU") != std::string::npos,
+               "the message names the shared GPU");
+    return failures;
+  });
+  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace fairway::testing

@@ -1,0 +1,119 @@
+// The CUDA runtime behind the DeviceRuntime interface. cudart is linked
+// statically, so the plugin needs only the driver (libcuda) at run time;
+// without a driver or a GPU, create() says so and the core treats every
+// buffer as host memory.
+#include <cuda_runtime_api.h>
+
+#include <cctype>
+
+#include "transports/device_runtime.h"
+
+namespace fairway {
+namespace {
+
+Status cudaFailure(const char* what, cudaError_t error) {
+  return Status(fwSystemError, std::string("cuda: ") + what + ": " + cudaGetErrorString(error));
+}
+
+class CudaDeviceRuntime final : public DeviceRuntime {
+ public:
+  explicit CudaDeviceRuntime(int devices) : devices_(devices) {}
+
+  int deviceCount() const override { return devices_; }
+
+  Status currentDevice(int* ordinal, std::string* pciBusId) override {
+    cudaError_t e = cudaGetDevice(ordinal);
+    if (e != cudaSuccess) return cudaFailure("cudaGetDevice", e);
+    char id[32] = {};
+    e = cudaDeviceGetPCIBusId(id, sizeof(id), *ordinal);
+    if (e != cudaSuccess) return cudaFailure("cudaDeviceGetPCIBusId", e);
+    // CUDA prints hex digits in upper case, hwloc in lower case.
+    std::string text = id;
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    *pciBusId = text;
+    return Status::ok();
+  }
+
+  Status setDevice(int ordinal) override {
+    cudaError_t e = cudaSetDevice(ordinal);
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaSetDevice", e);
+  }
+
+  MemoryType memoryTypeOf(const void* pointer, int* device) override {
+    cudaPointerAttributes attr{};
+    cudaError_t e = cudaPointerGetAttributes(&attr, pointer);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // an unknown pointer is host memory; clear the sticky error
+      return MemoryType::Host;
+    }
+    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) {
+      *device = attr.device;
+      return MemoryType::Cuda;
+    }
+    return MemoryType::Host;
+  }
+
+  Status allocatePinned(size_t bytes, void** out) override {
+    cudaError_t e = cudaMallocHost(out, bytes);
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMallocHost", e);
+  }
+  void freePinned(void* pointer) override { (void)cudaFreeHost(pointer); }
+
+  Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMemcpyAsync", e);
+  }
+
+  Status synchronize(void* stream) override {
+    cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaStreamSynchronize", e);
+  }
+
+  Status createStream(void** out) override {
+    cudaStream_t stream = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    *out = stream;
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaStreamCreateWithFlags", e);
+  }
+  void destroyStream(void* stream) override { (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream)); }
+
+  Status createEvent(void** out) override {
+    cudaEvent_t event = nullptr;
+    cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    *out = event;
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaEventCreateWithFlags", e);
+  }
+  void destroyEvent(void* event) override { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+  Status recordEvent(void* event, void* stream) override {
+    cudaError_t e = cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaEventRecord", e);
+  }
+  Status waitEvent(void* event) override {
+    cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaEventSynchronize", e);
+  }
+
+ private:
+  int devices_;
+};
+
+Status createCudaRuntime(std::unique_ptr<DeviceRuntime>* out) {
+  int devices = 0;
+  cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e != cudaSuccess) {
+    return Status(fwNotAvailable, std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e));
+  }
+  if (devices == 0) return Status(fwNotAvailable, "no CUDA device: the driver reports none");
+  *out = std::make_unique<CudaDeviceRuntime>(devices);
+  return Status::ok();
+}
+
+const DeviceRuntimePlugin kCudaRuntimePlugin{kDeviceRuntimeAbiVersion, createCudaRuntime};
+
+}  // namespace
+}  // namespace fairway
+
+extern "C" __attribute__((visibility("default"))) const fairway::DeviceRuntimePlugin* fairwayDeviceRuntime_v1() {
+  return &fairway::kCudaRuntimePlugin;
+}
