@@ -12,8 +12,11 @@ using namespace fairway;
 
 namespace {
 
-Status registerNew(Status created, std::unique_ptr<Communicator> impl, fwComm_t* comm) {
-  FW_RETURN_IF_ERROR(created);
+// create fills impl; on success the new communicator gets a handle.
+template <typename Create>
+Status createAndRegister(Create create, fwComm_t* comm) {
+  std::unique_ptr<Communicator> impl;
+  FW_RETURN_IF_ERROR(create(&impl));
   *comm = registerComm(std::move(impl));
   return Status::ok();
 }
@@ -54,8 +57,11 @@ fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int ran
   if (st.isOk()) st = decodeUniqueId(commId, &id);
   Config config;
   if (st.isOk()) st = Config::fromEnvironment(&config);
-  std::unique_ptr<Communicator> impl;
-  if (st.isOk()) st = registerNew(createFromBootstrap(id, rank, nranks, config, &impl), std::move(impl), comm);
+  if (st.isOk()) {
+    st = createAndRegister([&](std::unique_ptr<Communicator>* out) {
+      return createFromBootstrap(id, rank, nranks, config, out);
+    }, comm);
+  }
   return reportToCaller(st.withContext("fwCommInitRank"));
 }
 
@@ -64,8 +70,9 @@ fwResult_t fwCommInitFromEnv(fwComm_t* comm) {
   *comm = nullptr;
   Config config;
   Status st = Config::fromEnvironment(&config);
-  std::unique_ptr<Communicator> impl;
-  if (st.isOk()) st = registerNew(createFromLauncher(config, &impl), std::move(impl), comm);
+  if (st.isOk()) {
+    st = createAndRegister([&](std::unique_ptr<Communicator>* out) { return createFromLauncher(config, out); }, comm);
+  }
   return reportToCaller(st.withContext("fwCommInitFromEnv"));
 }
 
