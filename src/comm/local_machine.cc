@@ -19,11 +19,12 @@ Status loadMachine(const Config& config, LocalMachine* m) {
   Status device = createDeviceRuntime(config.pluginPath, &m->device);
   m->cudaDevice = device.isOk() ? Availability::yes() : Availability::no(device.message());
 
+  // Without a GPU, NCCL (a large library) is not even loaded.
   const TransportPlugin* plugin = nullptr;
-  Status nccl = loadTransportPlugin("nccl", config.pluginPath, &plugin);
+  Status nccl = m->cudaDevice.ok ? loadTransportPlugin("nccl", config.pluginPath, &plugin)
+                                 : Status(fwNotAvailable, m->cudaDevice.reason);
   if (nccl.isOk() && plugin->native == nullptr) nccl = Status(fwNotAvailable, "the nccl plugin has no collectives");
   if (nccl.isOk()) nccl = plugin->native->available();
-  if (nccl.isOk() && !m->cudaDevice.ok) nccl = Status(fwNotAvailable, m->cudaDevice.reason);
   if (nccl.isOk()) m->nccl = plugin->native;
   m->ncclAvailable = nccl.isOk() ? Availability::yes() : Availability::no(nccl.message());
   return Status::ok();

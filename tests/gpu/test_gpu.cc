@@ -48,14 +48,6 @@ std::string whyNoGpu() {
     if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;       \
   } while (0)
 
-#define RANK_CHECK(ctx, cond, what)                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      reportFailure(ctx, std::string(what) + ": " + fwGetLastErrorMessage()); \
-      ++failures;                                                             \
-    }                                                                         \
-  } while (0)
-
 // Runs allreduce, reducescatter, allgather, broadcast and alltoall on device
 // buffers with a stream and checks every element on the host.
 int deviceCollectives(const RankContext& ctx, fwComm_t comm) {

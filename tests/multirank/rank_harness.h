@@ -30,6 +30,16 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const Rank
 // A line of context for a failed check, printed by the rank that saw it.
 void reportFailure(const RankContext& ctx, const std::string& what);
 
+// In a rank body that counts `failures`: on a false cond, reports what and
+// the library's last error message, and counts one failure.
+#define RANK_CHECK(ctx, cond, what)                                                             \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      ::fairway::testing::reportFailure(ctx, std::string(what) + ": " + fwGetLastErrorMessage()); \
+      ++failures;                                                                               \
+    }                                                                                           \
+  } while (0)
+
 // Buffers with guard bytes on both sides, to catch writes past the end.
 class GuardedBuffer {
  public:

@@ -17,21 +17,29 @@
 namespace fairway::testing {
 namespace {
 
-#define RANK_CHECK(ctx, cond, what)                  \
-  do {                                               \
-    if (!(cond)) {                                   \
-      reportFailure(ctx, std::string(what) + ": " + fwGetLastErrorMessage()); \
-      ++failures;                                    \
-    }                                                \
-  } while (0)
-
 void expectAllSucceeded(const std::vector<RankOutcome>& outcomes) {
   for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
 }
 
-TEST(Split, GroupsByColorAndOrdersByKey) {
-  expectAllSucceeded(runRanks(5, [](const RankContext& ctx) {
+// The tests below run on one node, and again with even and odd ranks posing
+// as two nodes (interleaved), so half their traffic crosses UCX's network
+// transports.
+class OnNodeLayouts : public ::testing::TestWithParam<bool> {};
+
+void poseAsNodes(const RankContext& ctx, bool split) {
+  if (split) setenv("FAIRWAY_NODE_ID", ctx.rank % 2 ? "odd" : "even", 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, OnNodeLayouts, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "TwoInterleavedNodes" : "OneNode");
+                         });
+
+TEST_P(OnNodeLayouts, SplitGroupsByColorAndOrdersByKey) {
+  const bool split = GetParam();
+  expectAllSucceeded(runRanks(5, [split](const RankContext& ctx) {
     int failures = 0;
+    poseAsNodes(ctx, split);
     fwComm_t world;
     RANK_CHECK(ctx, fwCommInitRank(&world, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     // Ranks 0, 2 even; 1, 3 odd; rank 4 opts out. Keys reverse the order.
@@ -60,9 +68,11 @@ TEST(Split, GroupsByColorAndOrdersByKey) {
   }));
 }
 
-TEST(PointToPoint, RingExchangeAndSelfMessages) {
-  expectAllSucceeded(runRanks(4, [](const RankContext& ctx) {
+TEST_P(OnNodeLayouts, PointToPointRingExchangeAndSelfMessages) {
+  const bool split = GetParam();
+  expectAllSucceeded(runRanks(4, [split](const RankContext& ctx) {
     int failures = 0;
+    poseAsNodes(ctx, split);
     fwComm_t comm;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     const size_t n = (1 << 20) + 3;
@@ -103,9 +113,11 @@ TEST(PointToPoint, RingExchangeAndSelfMessages) {
   }));
 }
 
-TEST(NonBlocking, ManyInFlightCompleteInOrder) {
-  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+TEST_P(OnNodeLayouts, NonBlockingManyInFlightCompleteInOrder) {
+  const bool split = GetParam();
+  expectAllSucceeded(runRanks(3, [split](const RankContext& ctx) {
     int failures = 0;
+    poseAsNodes(ctx, split);
     fwComm_t comm;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     const int kOps = 6;
@@ -129,9 +141,11 @@ TEST(NonBlocking, ManyInFlightCompleteInOrder) {
   }));
 }
 
-TEST(Barrier, NoRankLeavesBeforeAllEnter) {
-  expectAllSucceeded(runRanks(4, [](const RankContext& ctx) {
+TEST_P(OnNodeLayouts, BarrierNoRankLeavesBeforeAllEnter) {
+  const bool split = GetParam();
+  expectAllSucceeded(runRanks(4, [split](const RankContext& ctx) {
     int failures = 0;
+    poseAsNodes(ctx, split);
     fwComm_t comm;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     auto now = [] {
@@ -153,9 +167,11 @@ TEST(Barrier, NoRankLeavesBeforeAllEnter) {
   }));
 }
 
-TEST(AllToAllv, UnevenBlocksWithGaps) {
-  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+TEST_P(OnNodeLayouts, AllToAllvUnevenBlocksWithGaps) {
+  const bool split = GetParam();
+  expectAllSucceeded(runRanks(3, [split](const RankContext& ctx) {
     int failures = 0;
+    poseAsNodes(ctx, split);
     fwComm_t comm;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     const int n = ctx.nranks;
