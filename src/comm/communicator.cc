@@ -338,6 +338,9 @@ Status Communicator::destroy() {
     CollectiveArgs barrier;
     st = collective(barrier);
   }
+  // After a failure NCCL's enqueued work may never finish: abort it rather
+  // than wait for it when the communicator is freed.
+  if (!st.isOk() && device_) device_->abort();
   messenger_->disconnect();
   return st;
 }

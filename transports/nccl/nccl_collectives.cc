@@ -53,9 +53,13 @@ bool toNcclOp(fwRedOp_t op, ncclRedOp_t* out) {
 class NcclCollectives final : public NativeCollectives {
  public:
   explicit NcclCollectives(ncclComm_t comm) : comm_(comm) {}
+  // Finalizing waits for enqueued work, which never ends if a peer died;
+  // a communicator that saw an error is aborted instead.
   ~NcclCollectives() override {
     if (comm_ == nullptr) return;
-    if (ncclCommFinalize(comm_) != ncclSuccess) {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess || async != ncclSuccess ||
+        ncclCommFinalize(comm_) != ncclSuccess) {
       (void)ncclCommAbort(comm_);
       return;
     }
