@@ -27,6 +27,13 @@ Status binomialBroadcast(CollectiveContext& ctx, void* buf, size_t count, int ro
 // recv is written on root only.
 Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
 
+// Two-phase (fairring) algorithms over a uniform multi-node layout
+// (ctx.layout()): intra-node phases over shared memory, inter-node phases
+// along rails, pipelined in slices (two_phase_*.cc).
+Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+
 // Where rank i's block sits: counts/displs arrays, or uniform blocks.
 struct BlockMap {
   const size_t* counts = nullptr;

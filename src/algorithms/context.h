@@ -11,12 +11,18 @@
 #include "comm/scratch.h"
 #include "comm/tags.h"
 #include "core/reducer.h"
+#include "topo/rank_layout.h"
 
 namespace fairway {
 
 struct PipelineSettings {
   size_t segmentBytes = 256 * 1024;
   int depth = 4;  // segments in flight per peer
+  // Two-phase algorithms: bytes of the whole buffer per slice, slices in
+  // flight, and the smallest shard (one rank's piece of a slice) worth sending.
+  size_t sliceBytes = 8 << 20;
+  int slicesInFlight = 2;
+  size_t minShardBytes = 64 * 1024;
 };
 
 class CollectiveContext {
@@ -36,6 +42,16 @@ class CollectiveContext {
     }
   }
 
+  // The same collective over a subset of the communicator's ranks (given
+  // as communicator ranks, which must outlive the result) with its own
+  // reducer: how composite algorithms run their phases.
+  CollectiveContext over(const std::vector<int>& groupRanks, const Reducer* reducer) const {
+    return CollectiveContext(messenger_, scratch_, groupRanks, sequence_, signature_, elementSize_, reducer, pipeline_);
+  }
+  // Which node each rank sits on, when this context is a whole communicator.
+  const RankLayout* layout() const { return layout_; }
+  void setLayout(const RankLayout* layout) { layout_ = layout; }
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t elementSize() const { return elementSize_; }
@@ -47,6 +63,7 @@ class CollectiveContext {
     return Segments{elems > 0 ? elems : 1};
   }
   int pipelineDepth() const { return pipeline_.depth; }
+  const PipelineSettings& pipeline() const { return pipeline_; }
 
   // step distinguishes messages between one pair within a collective; both
   // sides must number them alike (only its low 10 bits travel).
@@ -85,6 +102,7 @@ class CollectiveContext {
   size_t elementSize_;
   const Reducer* reducer_;
   PipelineSettings pipeline_;
+  const RankLayout* layout_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
 };

@@ -1,6 +1,10 @@
 #include "algorithms/selector.h"
 
+#include <cstdio>
 #include <vector>
+
+#include "algorithms/cost_model.h"
+#include "core/log.h"
 
 namespace fairway {
 namespace {
@@ -13,9 +17,10 @@ struct Candidates {
 
 const std::vector<Candidates>& candidates() {
   static const std::vector<Candidates> table = {
-      {CollectiveKind::AllReduce, "allreduce", {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling}},
-      {CollectiveKind::ReduceScatter, "reducescatter", {Algorithm::Ring}},
-      {CollectiveKind::AllGather, "allgather", {Algorithm::Ring, Algorithm::Bruck}},
+      {CollectiveKind::AllReduce, "allreduce",
+       {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::TwoPhase}},
+      {CollectiveKind::ReduceScatter, "reducescatter", {Algorithm::Ring, Algorithm::TwoPhase}},
+      {CollectiveKind::AllGather, "allgather", {Algorithm::Ring, Algorithm::Bruck, Algorithm::TwoPhase}},
       {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial}},
       {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial}},
       {CollectiveKind::AllToAll, "alltoall", {Algorithm::Pairwise}},
@@ -28,7 +33,7 @@ const std::vector<Candidates>& candidates() {
 }
 
 const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::Bruck, Algorithm::Binomial,
-                                    Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination};
+                                    Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination, Algorithm::TwoPhase};
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
 // Rabenseifner never won by more than the run-to-run spread, so it is
@@ -48,6 +53,7 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::Pairwise: return "pairwise";
     case Algorithm::Linear: return "linear";
     case Algorithm::Dissemination: return "dissemination";
+    case Algorithm::TwoPhase: return "twophase";
   }
   return "?";
 }
@@ -87,9 +93,24 @@ Status AlgorithmSelector::create(const std::map<std::string, std::string>& overr
   return Status::ok();
 }
 
-Algorithm AlgorithmSelector::choose(CollectiveKind kind, size_t bytes) const {
+Algorithm AlgorithmSelector::choose(CollectiveKind kind, size_t bytes, const RankLayout* layout) const {
   auto forced = forced_.find(kind);
   if (forced != forced_.end()) return forced->second;
+  if (layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
+    Algorithm best = cheapestAcrossNodes(kind, bytes, *layout);
+    if (best != Algorithm::Dissemination) return best;  // the model covered this collective
+  }
+  return defaultOnOneNode(kind, bytes);
+}
+
+void AlgorithmSelector::setLinks(const ClusterShape& links) {
+  intraAlphaUs_ = links.intra.alphaUs;
+  intraGbPerSec_ = links.intra.gbPerSec;
+  interAlphaUs_ = links.inter.alphaUs;
+  interGbPerSec_ = links.inter.gbPerSec;
+}
+
+Algorithm AlgorithmSelector::defaultOnOneNode(CollectiveKind kind, size_t bytes) const {
   switch (kind) {
     case CollectiveKind::AllReduce:
       return bytes >= kAllreduceRingFromBytes ? Algorithm::Ring : Algorithm::RecursiveDoubling;
@@ -99,6 +120,42 @@ Algorithm AlgorithmSelector::choose(CollectiveKind kind, size_t bytes) const {
       for (const Candidates& c : candidates()) if (c.kind == kind) return c.algorithms.front();
   }
   return Algorithm::Ring;
+}
+
+// Dissemination stands for "no model for this collective".
+Algorithm AlgorithmSelector::cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const {
+  ClusterShape shape;
+  shape.ranks = layout.size();
+  shape.nodes = layout.nodeCount();
+  shape.perNode = layout.localSizeOf(0);
+  shape.intra = LinkModel{intraAlphaUs_, intraGbPerSec_};
+  shape.inter = LinkModel{interAlphaUs_, interGbPerSec_};
+  Algorithm best = Algorithm::Dissemination;
+  double bestUs = 0;
+  std::string all;
+  for (const Candidates& c : candidates()) {
+    if (c.kind != kind) continue;
+    for (Algorithm a : c.algorithms) {
+      double us = predictMicros(kind, a, bytes, shape);
+      if (us < 0) continue;
+      char line[64];
+      std::snprintf(line, sizeof(line), " %s %.1f", algorithmName(a), us);
+      all += line;
+      if (best == Algorithm::Dissemination || us < bestUs) {
+        best = a;
+        bestUs = us;
+      }
+    }
+  }
+  if (best != Algorithm::Dissemination) {
+    int bucket = 0;
+    while ((size_t{1} << bucket) < bytes && bucket < 63) ++bucket;
+    if (logged_.insert({static_cast<int>(kind), bucket}).second) {
+      FW_LOG(Info, Algo, "%s of %zu bytes on %s: %s, predicted %.1f us (us:%s)", collectiveName(kind), bytes,
+             layout.describe().c_str(), algorithmName(best), bestUs, all.c_str());
+    }
+  }
+  return best;
 }
 
 }  // namespace fairway

@@ -73,6 +73,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
                             std::unique_ptr<Communicator>* out) {
   AlgorithmSelector selector;
   FW_RETURN_IF_ERROR(AlgorithmSelector::create(config.algoOverrides, &selector));
+  selector.setLinks(config.links);
   LocalMachine* machine = nullptr;
   FW_RETURN_IF_ERROR(LocalMachine::get(config, &machine));
 
@@ -227,9 +228,11 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   int groupSize = group.empty() ? size() : static_cast<int>(group.size());
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
-  PipelineSettings pipeline{config_.segmentBytes, config_.pipelineDepth};
+  PipelineSettings pipeline{config_.segmentBytes, config_.pipelineDepth, config_.sliceBytes,
+                            config_.slicesInFlight, config_.minShardBytes};
   CollectiveContext ctx(*messenger_, scratch_, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
+  if (group.empty()) ctx.setLayout(&layout_);
   Status st;
   try {
     st = runCollective(ctx, args, selector_);
@@ -238,9 +241,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   }
   if (!st.isOk()) {
     // Nothing may still write into the caller's buffers once we return.
-    size_t count = 0;
-    Pending* inFlight = scratch_.allPendings(&count);
-    messenger_->cancel(inFlight, count);
+    scratch_.forEachPendingList([&](Pending* list, size_t count) { messenger_->cancel(list, count); });
     messenger_->fail(st);
     return st.withContext(collectiveName(args.kind));
   }

@@ -1,6 +1,8 @@
 #include "comm/run_collective.h"
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -49,29 +51,61 @@ void bufferBytes(const CollectiveArgs& a, int rank, int n, size_t* sendBytes, si
   }
 }
 
+namespace {
+
+// The selector's choice, unless it is two-phase where two-phase cannot run
+// (a group inside a communicator, one node, nodes of different sizes): then
+// the one-node default, and the log says so once per collective.
+Algorithm choose(const CollectiveContext& ctx, const AlgorithmSelector& selector, CollectiveKind kind, size_t bytes) {
+  const RankLayout* layout = ctx.layout();
+  Algorithm algo = selector.choose(kind, bytes, layout);
+  if (algo == Algorithm::TwoPhase) {
+    std::string why = layout == nullptr          ? "it runs on whole communicators only"
+                      : layout->nodeCount() == 1 ? "all ranks are on one node"
+                      : !layout->uniform()       ? "the nodes hold different numbers of ranks (" + layout->describe() + ")"
+                                                 : "";
+    if (!why.empty()) {
+      algo = selector.defaultOnOneNode(kind, bytes);
+      static std::atomic<unsigned> warned{0};
+      unsigned bit = 1u << static_cast<unsigned>(kind);
+      if ((warned.fetch_or(bit) & bit) == 0) {
+        FW_LOG(Warn, Algo, "%s: twophase cannot run here because %s; using the flat algorithms (%s at this size)",
+               collectiveName(kind), why.c_str(), algorithmName(algo));
+      }
+    }
+  }
+  FW_LOG(Trace, Algo, "%s of %zu bytes: %s", collectiveName(kind), bytes, algorithmName(algo));
+  return algo;
+}
+
+}  // namespace
+
 Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const AlgorithmSelector& selector) {
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t es = ctx.elementSize();
   switch (a.kind) {
     case CollectiveKind::AllReduce: {
-      Algorithm algo = selector.choose(a.kind, a.count * es);
-      FW_LOG(Trace, Algo, "allreduce of %zu bytes: %s", a.count * es, algorithmName(algo));
+      Algorithm algo = choose(ctx, selector, a.kind, a.count * es);
       switch (algo) {
         case Algorithm::Ring: return ringAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::RecursiveDoubling: return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
+        case Algorithm::TwoPhase: return twoPhaseAllreduce(ctx, a.send, a.recv, a.count);
         default: return rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
       }
     }
     case CollectiveKind::ReduceScatter: {
+      if (choose(ctx, selector, a.kind, a.count * n * es) == Algorithm::TwoPhase) {
+        return twoPhaseReduceScatter(ctx, a.send, a.recv, a.count);
+      }
       // Partial sums need a buffer laid out like send; send is the caller's
       // and keeps its contents (beyond recv's chunk when in place).
       void* partial = ctx.scratch().staging(a.count * n * es);
       return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), partial);
     }
     case CollectiveKind::AllGather: {
-      Algorithm algo = selector.choose(a.kind, a.count * es);
-      FW_LOG(Trace, Algo, "allgather of %zu bytes per rank: %s", a.count * es, algorithmName(algo));
+      Algorithm algo = choose(ctx, selector, a.kind, a.count * es);
+      if (algo == Algorithm::TwoPhase) return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
       if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
       void* mine = ctx.at(a.recv, a.count * r);
       if (mine != a.send) std::memcpy(mine, a.send, a.count * es);

@@ -21,21 +21,30 @@ class Scratch {
   // algorithm (which may then call bytes() freely).
   void* staging(size_t size) { return staging_.get(size); }
 
-  // Every Pending slot handed out so far, for cancelling what a failed
-  // collective left in flight.
-  Pending* allPendings(size_t* count) {
-    *count = pendings_.size();
-    return pendings_.data();
+  // For a composite algorithm (two-phase): memory and in-flight operations
+  // of its own, which stay valid while the algorithms it runs inside use
+  // bytes() and pendings().
+  void* outerBytes(size_t size) { return outer_.get(size); }
+  Pending* outerPendings(size_t count) { return fresh(&outerPendings_, count); }
+
+  // Calls f(list, count) for every Pending slot handed out so far, for
+  // cancelling what a failed collective left in flight.
+  template <typename F>
+  void forEachPendingList(F f) {
+    f(pendings_.data(), pendings_.size());
+    f(outerPendings_.data(), outerPendings_.size());
   }
 
   // count Pending slots, all marked done, valid until the next call.
-  Pending* pendings(size_t count) {
-    if (pendings_.size() < count) pendings_.resize(count);
-    for (size_t i = 0; i < count; ++i) pendings_[i] = Pending{};
-    return pendings_.data();
-  }
+  Pending* pendings(size_t count) { return fresh(&pendings_, count); }
 
  private:
+  static Pending* fresh(std::vector<Pending>* list, size_t count) {
+    if (list->size() < count) list->resize(count);
+    for (size_t i = 0; i < count; ++i) (*list)[i] = Pending{};
+    return list->data();
+  }
+
   class Region {
    public:
     void* get(size_t size) {
@@ -56,7 +65,9 @@ class Scratch {
   };
   Region algorithm_;
   Region staging_;
+  Region outer_;
   std::vector<Pending> pendings_;
+  std::vector<Pending> outerPendings_;
 };
 
 }  // namespace fairway

@@ -85,6 +85,21 @@ Status Config::fromEnvironment(Config* out) {
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_PIPELINE_DEPTH", 1, 64, &depth));
   c.pipelineDepth = static_cast<int>(depth);
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
+  int64_t slice = static_cast<int64_t>(c.sliceBytes);
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SLICE_BYTES", 4096, int64_t{1} << 40, &slice));
+  c.sliceBytes = static_cast<size_t>(slice);
+  int64_t inFlight = c.slicesInFlight;
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SLICES_IN_FLIGHT", 1, 16, &inFlight));
+  c.slicesInFlight = static_cast<int>(inFlight);
+  int64_t shard = static_cast<int64_t>(c.minShardBytes);
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_MIN_SHARD_BYTES", 1, int64_t{1} << 40, &shard));
+  c.minShardBytes = static_cast<size_t>(shard);
+  if (const char* text = env("FAIRWAY_INTRA_LINK")) {
+    FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTRA_LINK", text, &c.links.intra));
+  }
+  if (const char* text = env("FAIRWAY_INTER_LINK")) {
+    FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTER_LINK", text, &c.links.inter));
+  }
   *out = c;
   return Status::ok();
 }

@@ -18,6 +18,13 @@ class Reducer {
 
   // dst[i] = a[i] op b[i]; dst may be a or b, but may not partially overlap them.
   void combine(void* dst, const void* a, const void* b, size_t count) const { combine_(dst, a, b, count); }
+  // The same combination with nothing to finalize: for the phases of a
+  // composite algorithm, whose last step finalizes with the full reducer.
+  Reducer withoutFinalize() const {
+    Reducer r = *this;
+    r.finalize_ = nullptr;
+    return r;
+  }
   // Applied once to each fully reduced element (avg's division).
   void finalize(void* buf, size_t count) const {
     if (finalize_ != nullptr) finalize_(buf, count, nranks_);

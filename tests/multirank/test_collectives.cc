@@ -161,53 +161,82 @@ INSTANTIATE_TEST_SUITE_P(AllCollectives, CollectiveSweep,
 // The same sweep with the ranks split across emulated nodes: peers on other
 // "nodes" are reached over UCX's network transports only, so every
 // collective must give exactly the flat run's results whatever the layout.
+// On uniform layouts the cost model picks two-phase for large buffers; the
+// forced two-phase cases meet every count on layouts of every shape,
+// including one it cannot serve (nodes of different sizes: the fallback).
 struct NodeLayoutCase {
   const char* name;
   std::vector<std::string> nodeOfRank;
 };
 
-const std::vector<NodeLayoutCase>& nodeLayouts() {
-  static const std::vector<NodeLayoutCase> layouts = {
-      {"2x4", {"a", "a", "a", "a", "b", "b", "b", "b"}},
-      {"4x2", {"a", "a", "b", "b", "c", "c", "d", "d"}},
-      // Non-uniform (3+2) and not contiguous: node b holds ranks 1, 3, 4.
-      {"3plus2_permuted", {"a", "b", "a", "b", "b"}},
-  };
-  return layouts;
-}
+const NodeLayoutCase kTwoByFour{"2x4", {"a", "a", "a", "a", "b", "b", "b", "b"}};
+const NodeLayoutCase kFourByTwo{"4x2", {"a", "a", "b", "b", "c", "c", "d", "d"}};
+const NodeLayoutCase kThreeByThree{"3x3", {"a", "a", "a", "b", "b", "b", "c", "c", "c"}};
+const NodeLayoutCase kInterleaved{"2x3_interleaved", {"a", "b", "a", "b", "a", "b"}};
+const NodeLayoutCase kPermuted{"3x2_permuted", {"c", "a", "b", "b", "a", "c"}};
+// Non-uniform (3+2) and not contiguous: node b holds ranks 1, 3, 4.
+const NodeLayoutCase kNonUniform{"3plus2_permuted", {"a", "b", "a", "b", "b"}};
 
-class EmulatedNodesSweep : public ::testing::TestWithParam<std::tuple<int, int>> {};
+struct EmulatedCase {
+  CollectiveCase collective;
+  const NodeLayoutCase* layout;
+};
 
-TEST_P(EmulatedNodesSweep, MatchesReference) {
-  const CollectiveCase& c = collectiveCases()[std::get<0>(GetParam())];
-  const NodeLayoutCase& layout = nodeLayouts()[std::get<1>(GetParam())];
-  const int nranks = static_cast<int>(layout.nodeOfRank.size());
-  auto outcomes =
-      runRanks(nranks, [&](const RankContext& ctx) { return sweepCollective(ctx, c, layout.nodeOfRank); });
-  for (int r = 0; r < nranks; ++r) {
-    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << " on layout " << layout.name << ": rank " << r << " failed";
-    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
+std::vector<EmulatedCase> emulatedCases() {
+  std::vector<EmulatedCase> out;
+  for (const CollectiveCase& c : collectiveCases()) {
+    if (c.algorithm != nullptr) continue;  // the collectives themselves, size-based choice
+    for (const NodeLayoutCase* layout : {&kTwoByFour, &kFourByTwo, &kNonUniform}) out.push_back({c, layout});
   }
-}
-
-std::string emulatedName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
-  return std::string(collectiveCases()[std::get<0>(info.param)].name) + "_" +
-         nodeLayouts()[std::get<1>(info.param)].name;
-}
-
-// The collectives themselves, without the forced-algorithm variants.
-std::vector<int> plainCases() {
-  std::vector<int> out;
-  for (size_t i = 0; i < collectiveCases().size(); ++i) {
-    if (collectiveCases()[i].algorithm == nullptr) out.push_back(static_cast<int>(i));
+  static const struct { const char* base; const char* name; const char* algorithm; } kTwoPhase[] = {
+      {"allreduce", "allreduce_twophase", "allreduce:twophase"},
+      {"reducescatter", "reducescatter_twophase", "reducescatter:twophase"},
+      {"allgather", "allgather_twophase", "allgather:twophase"},
+  };
+  for (const auto& forced : kTwoPhase) {
+    for (const CollectiveCase& c : collectiveCases()) {
+      if (c.algorithm != nullptr || std::string(c.name) != forced.base) continue;
+      CollectiveCase copy = c;
+      copy.name = forced.name;
+      copy.algorithm = forced.algorithm;
+      for (const NodeLayoutCase* layout : {&kThreeByThree, &kInterleaved, &kPermuted, &kNonUniform}) {
+        out.push_back({copy, layout});
+      }
+    }
   }
   return out;
 }
 
+class EmulatedNodesSweep : public ::testing::TestWithParam<int> {};
+
+TEST_P(EmulatedNodesSweep, MatchesReference) {
+  const EmulatedCase e = emulatedCases()[GetParam()];
+  const int nranks = static_cast<int>(e.layout->nodeOfRank.size());
+  const bool forcedTwoPhase = e.collective.algorithm != nullptr;
+  auto outcomes = runRanks(nranks, [&](const RankContext& ctx) {
+    if (forcedTwoPhase) {
+      // Many small slices, so the pipeline (1 to 3 slices in flight) and
+      // the shard floor are exercised too, not just one slice.
+      setenv("FAIRWAY_SLICE_BYTES", "262144", 1);
+      setenv("FAIRWAY_MIN_SHARD_BYTES", "4096", 1);
+      setenv("FAIRWAY_SLICES_IN_FLIGHT", std::to_string(1 + GetParam() % 3).c_str(), 1);
+    }
+    return sweepCollective(ctx, e.collective, e.layout->nodeOfRank);
+  });
+  for (int r = 0; r < nranks; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, 0) << e.collective.name << " on layout " << e.layout->name << ": rank " << r
+                                       << " failed";
+    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
+  }
+}
+
+std::string emulatedName(const ::testing::TestParamInfo<int>& info) {
+  const EmulatedCase e = emulatedCases()[info.param];
+  return std::string(e.collective.name) + "_" + e.layout->name;
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCollectives, EmulatedNodesSweep,
-                         ::testing::Combine(::testing::ValuesIn(plainCases()),
-                                            ::testing::Range(0, static_cast<int>(nodeLayouts().size()))),
-                         emulatedName);
+                         ::testing::Range(0, static_cast<int>(emulatedCases().size())), emulatedName);
 
 }  // namespace
 }  // namespace fairway::testing

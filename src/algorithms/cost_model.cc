@@ -1,0 +1,66 @@
+#include "algorithms/cost_model.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace fairway {
+
+Status LinkModel::parse(const std::string& variable, const std::string& text, LinkModel* out) {
+  const char* start = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double alpha = std::strtod(start, &end);
+  bool ok = errno == 0 && end != start && *end == ',' && alpha >= 0;
+  double beta = 0;
+  if (ok) {
+    const char* betaText = end + 1;
+    beta = std::strtod(betaText, &end);
+    ok = errno == 0 && end != betaText && *end == '\0' && beta > 0;
+  }
+  if (!ok) {
+    return Status(fwInvalidArgument, variable + "=" + text +
+                                         " is not ALPHA_US,GBPS (latency in microseconds and bandwidth in GB/s, "
+                                         "e.g. 10,1.25)");
+  }
+  *out = LinkModel{alpha, beta};
+  return Status::ok();
+}
+
+double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, const ClusterShape& shape) {
+  const double n = shape.ranks, M = shape.nodes, D = shape.perNode, S = static_cast<double>(bytes);
+  // Flat algorithms on several nodes pay the inter-node link at every step.
+  const LinkModel& flat = shape.nodes > 1 ? shape.inter : shape.intra;
+  const double logN = std::ceil(std::log2(std::max(1.0, n)));
+  const LinkModel& in = shape.intra;
+  const LinkModel& out = shape.inter;
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+      switch (algorithm) {
+        case Algorithm::Ring: return 2 * (n - 1) * flat.costUs(S / n);
+        case Algorithm::Rabenseifner: return 2 * logN * flat.alphaUs + 2 * (n - 1) / n * flat.costUs(S) - 2 * (n - 1) / n * flat.alphaUs;
+        case Algorithm::RecursiveDoubling: return logN * flat.costUs(S);
+        case Algorithm::TwoPhase:
+          // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per node link.
+          return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S));
+        default: return -1;
+      }
+    case CollectiveKind::ReduceScatter:  // bytes: the whole input
+      switch (algorithm) {
+        case Algorithm::Ring: return (n - 1) * flat.costUs(S / n);
+        case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S);
+        default: return -1;
+      }
+    case CollectiveKind::AllGather:  // bytes: one rank's block
+      switch (algorithm) {
+        case Algorithm::Ring: return (n - 1) * flat.costUs(S);
+        case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3);
+        case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S) + (D - 1) * in.costUs(M * S);
+        default: return -1;
+      }
+    default:
+      return -1;
+  }
+}
+
+}  // namespace fairway

@@ -1,0 +1,33 @@
+#include "algorithms/two_phase.h"
+
+#include <algorithm>
+
+namespace fairway {
+
+Status twoPhaseGroups(const RankLayout& layout, int rank, TwoPhaseGroups* out) {
+  if (!layout.uniform()) {
+    return Status(fwInvalidUsage, "two-phase needs the same number of ranks on every node, not " + layout.describe());
+  }
+  TwoPhaseGroups g;
+  g.layout = &layout;
+  g.m = layout.nodeOf(rank);
+  g.d = layout.localRankOf(rank);
+  g.M = layout.nodeCount();
+  g.D = layout.localSizeOf(rank);
+  g.node = layout.ranksOfNode(g.m);
+  g.rail = layout.rail(g.d);
+  *out = g;
+  return Status::ok();
+}
+
+size_t sliceCount(const PipelineSettings& p, size_t wholeBytes, size_t elements, size_t shardsPerElementRow,
+                  size_t elementSize) {
+  if (elements == 0) return 1;
+  size_t slices = std::max<size_t>(1, (wholeBytes + p.sliceBytes - 1) / std::max<size_t>(1, p.sliceBytes));
+  // A shard is elements / slices / shardsPerElementRow elements.
+  size_t shardBytes = elements * elementSize / std::max<size_t>(1, shardsPerElementRow);
+  size_t mostByShardFloor = std::max<size_t>(1, shardBytes / std::max<size_t>(1, p.minShardBytes));
+  return std::min({slices, mostByShardFloor, elements});
+}
+
+}  // namespace fairway

@@ -1,0 +1,49 @@
+// Shared pieces of the two-phase ("fairring") algorithms: the node and rail
+// groups of this rank, how a buffer is cut into pipeline slices, and the
+// direct exchange along a rail that runs in the background while the next
+// slice's intra-node phase works.
+#pragma once
+
+#include <vector>
+
+#include "algorithms/context.h"
+
+namespace fairway {
+
+// With D ranks on each of M nodes: this rank is local rank d of node m.
+struct TwoPhaseGroups {
+  std::vector<int> node;  // communicator ranks of this node, by local rank
+  std::vector<int> rail;  // communicator ranks with local rank d, by node
+  int d = 0, D = 1, m = 0, M = 1;
+  const RankLayout* layout = nullptr;
+  int rankAt(int node, int local) const { return layout->ranksOfNode(node)[local]; }
+};
+
+// Fails unless layout is uniform (every node has the same number of ranks).
+Status twoPhaseGroups(const RankLayout& layout, int rank, TwoPhaseGroups* out);
+
+// How many slices a dimension of `elements` is cut into: about sliceBytes
+// of the whole buffer (wholeBytes) per slice, but never shards (a rank's
+// piece of a slice, elements / shardsPerSlice) under minShardBytes.
+size_t sliceCount(const PipelineSettings& p, size_t wholeBytes, size_t elements, size_t shardsPerElementRow,
+                  size_t elementSize);
+
+// Posts a direct exchange with every other member of a rail: to member j,
+// sendLen(j) elements from sendAt(j); from it, recvLen(j) into recvAt(j).
+// Fills 2 * (M - 1) pendings; the caller waits on them later.
+template <typename SendAt, typename SendLen, typename RecvAt, typename RecvLen>
+Status postRailExchange(CollectiveContext& rail, uint32_t step, Pending* pendings, SendAt sendAt, SendLen sendLen,
+                        RecvAt recvAt, RecvLen recvLen) {
+  int k = 0;
+  for (int j = 0; j < rail.size(); ++j) {
+    if (j == rail.rank()) continue;
+    FW_RETURN_IF_ERROR(rail.recv(j, recvAt(j), recvLen(j), step, &pendings[k++]));
+  }
+  for (int j = 0; j < rail.size(); ++j) {
+    if (j == rail.rank()) continue;
+    FW_RETURN_IF_ERROR(rail.send(j, sendAt(j), sendLen(j), step, &pendings[k++]));
+  }
+  return Status::ok();
+}
+
+}  // namespace fairway

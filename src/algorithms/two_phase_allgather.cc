@@ -1,0 +1,65 @@
+// Two-phase allgather: the network first, while the data is smallest.
+//  A. rail exchange: rank (m, d) sends its block to local rank d of every
+//     other node and receives theirs, so it holds rail d's M blocks;
+//  B. intra-node ring allgather of those D groups of M blocks, then each
+//     block is copied to its owner's place in the result (owners need not
+//     be contiguous by node).
+// Slices of the block pipeline as in the other two-phase algorithms: the
+// exchange of later slices crosses the network while a slice's stage B runs.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/two_phase.h"
+
+namespace fairway {
+
+Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  TwoPhaseGroups g;
+  FW_RETURN_IF_ERROR(twoPhaseGroups(*ctx.layout(), ctx.rank(), &g));
+  const size_t es = ctx.elementSize();
+  const int n = g.D * g.M;
+  CollectiveContext node = ctx.over(g.node, nullptr);
+  CollectiveContext rail = ctx.over(g.rail, nullptr);
+
+  const PipelineSettings& p = ctx.pipeline();
+  const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};
+  const int slots = std::max(1, p.slicesInFlight);
+  const size_t maxLen = slices.chunkCount(0);
+  // Per slot, the slice of every rank's block, ordered (local rank, node).
+  char* base = static_cast<char*>(ctx.scratch().outerBytes(slots * n * maxLen * es + 64));
+  auto gathered = [&](int s) { return base + (s % slots) * n * maxLen * es; };
+  const size_t perSlice = 2 * (g.M - 1);
+  Pending* pendings = ctx.scratch().outerPendings(slots * perSlice + 1);
+
+  auto stageA = [&](int s) -> Status {
+    const size_t len = slices.chunkCount(s);
+    char* railBlocks = gathered(s) + static_cast<size_t>(g.d) * g.M * len * es;
+    const char* mine = static_cast<const char*>(send) + slices.chunkOffset(s) * es;
+    std::memcpy(railBlocks + g.m * len * es, mine, len * es);
+    return postRailExchange(
+        rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice, [&](int) { return mine; },
+        [&](int) { return len; }, [&](int j) { return railBlocks + j * len * es; }, [&](int) { return len; });
+  };
+  auto stageB = [&](int s) -> Status {
+    const size_t len = slices.chunkCount(s);
+    FW_RETURN_IF_ERROR(ctx.waitAll(pendings + (s % slots) * perSlice, perSlice));
+    FW_RETURN_IF_ERROR(ringAllgather(node, gathered(s), equalChunks(g.M * len, g.D)));
+    for (int d = 0; d < g.D; ++d) {
+      for (int m = 0; m < g.M; ++m) {
+        std::memcpy(static_cast<char*>(recv) + (static_cast<size_t>(g.rankAt(m, d)) * count + slices.chunkOffset(s)) * es,
+                    gathered(s) + (static_cast<size_t>(d) * g.M + m) * len * es, len * es);
+      }
+    }
+    return Status::ok();
+  };
+
+  const int total = slices.n;
+  const int lag = slots - 1;
+  for (int i = 0; i < total + lag; ++i) {
+    if (i < total) FW_RETURN_IF_ERROR(stageA(i));
+    if (i - lag >= 0) FW_RETURN_IF_ERROR(stageB(i - lag));
+  }
+  return Status::ok();
+}
+
+}  // namespace fairway

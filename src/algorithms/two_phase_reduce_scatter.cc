@@ -1,0 +1,84 @@
+// Two-phase reduce-scatter. With D ranks on each of M nodes, rank (m, d)
+// must end with chunk r of everyone's input, r being its own rank:
+//  1. pack: order the chunks by (local rank, node) of their owners, so the
+//     M chunks for rail d are contiguous;
+//  2. intra-node reduce-scatter (ring, shared memory): local rank d ends
+//     with its node's sum of rail d's M chunks;
+//  3. exchange along the rail: chunk m' goes to the rank of rail d on node
+//     m', which adds the M - 1 chunks it receives to its own: done.
+// Inter-node bytes per rank: (M-1)/M of its rail's share, in one network
+// hop, every local rank on its own rail (so on its own NIC).
+//
+// The buffer is cut into slices along the chunk; slice s's exchange crosses
+// the network while slice s+1's intra-node phase runs (slicesInFlight
+// slices in the pipeline at most).
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/two_phase.h"
+
+namespace fairway {
+
+Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  TwoPhaseGroups g;
+  FW_RETURN_IF_ERROR(twoPhaseGroups(*ctx.layout(), ctx.rank(), &g));
+  const size_t es = ctx.elementSize();
+  const int n = g.D * g.M;
+  const Reducer phase = ctx.reducer().withoutFinalize();
+  CollectiveContext node = ctx.over(g.node, &phase);
+  CollectiveContext rail = ctx.over(g.rail, &phase);
+
+  const PipelineSettings& p = ctx.pipeline();
+  const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};
+  const int slots = std::max(1, p.slicesInFlight);
+  const size_t maxLen = slices.chunkCount(0);
+  // Outer memory: one packed slice, then per slot the node's sums and the rail's contributions.
+  char* packed = static_cast<char*>(ctx.scratch().outerBytes((n + slots * (2 * g.M)) * maxLen * es + 64));
+  auto nodeSum = [&](size_t s) { return packed + (n + (s % slots) * 2 * g.M) * maxLen * es; };
+  auto railIn = [&](size_t s) { return nodeSum(s) + g.M * maxLen * es; };
+  const size_t perSlice = 2 * (g.M - 1);
+  Pending* pendings = ctx.scratch().outerPendings(slots * perSlice + 1);
+
+  auto finish = [&](size_t s) -> Status {
+    const size_t len = slices.chunkCount(static_cast<int>(s));
+    Pending* mine = pendings + (s % slots) * perSlice;
+    FW_RETURN_IF_ERROR(ctx.waitAll(mine, perSlice));
+    char* out = static_cast<char*>(recv) + slices.chunkOffset(static_cast<int>(s)) * es;
+    const char* own = nodeSum(s) + g.m * len * es;
+    if (g.M == 1) {
+      std::memmove(out, own, len * es);
+    } else {
+      bool first = true;
+      for (int j = 0; j < g.M; ++j) {
+        if (j == g.m) continue;
+        phase.combine(out, first ? own : out, railIn(s) + j * len * es, len);
+        first = false;
+      }
+    }
+    ctx.reducer().finalize(out, len);
+    return Status::ok();
+  };
+
+  const size_t total = static_cast<size_t>(slices.n);
+  for (size_t s = 0; s < total; ++s) {
+    if (s >= static_cast<size_t>(slots)) FW_RETURN_IF_ERROR(finish(s - slots));
+    const size_t len = slices.chunkCount(static_cast<int>(s));
+    const size_t from = slices.chunkOffset(static_cast<int>(s));
+    for (int d = 0; d < g.D; ++d) {
+      for (int m = 0; m < g.M; ++m) {
+        std::memcpy(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
+                    static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es,
+                    len * es);
+      }
+    }
+    FW_RETURN_IF_ERROR(ringReduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));
+    FW_RETURN_IF_ERROR(postRailExchange(
+        rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice,
+        [&](int j) { return nodeSum(s) + j * len * es; }, [&](int) { return len; },
+        [&](int j) { return railIn(s) + j * len * es; }, [&](int) { return len; }));
+  }
+  for (size_t s = total > static_cast<size_t>(slots) ? total - slots : 0; s < total; ++s) FW_RETURN_IF_ERROR(finish(s));
+  return Status::ok();
+}
+
+}  // namespace fairway
