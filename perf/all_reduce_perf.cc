@@ -15,6 +15,7 @@ const PerfCollective kAllReduce{
     [](size_t count, int) { return count; },
     [](int n) { return 2.0 * (n - 1) / n; },
     [](const PerfBuffers& b) { return b.recv; },
+    nullptr,
     [](const PerfBuffers& b) { return fwAllReduce(b.send, b.recv, b.count, b.datatype, b.op, b.comm, nullptr); },
     [](const PerfBuffers& b, int seed) { check::fill(b.send, b.datatype, b.op, b.rank, 0, b.count, seed); },
     [](const PerfBuffers& b, void* expected, int seed) {

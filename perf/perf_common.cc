@@ -198,7 +198,9 @@ class Sweep {
   }
 
   PerfBuffers forPlacement(PerfBuffers b, bool inPlace) const {
-    if (inPlace) b.send = c_.inPlaceSend(b);
+    if (!inPlace) return b;
+    b.send = c_.inPlaceSend(b);
+    if (c_.inPlaceRecv != nullptr) b.recv = c_.inPlaceRecv(b);
     return b;
   }
 
@@ -216,7 +218,7 @@ class Sweep {
       c_.fillInput(b, seed_);
       FW_CHECK(c_.run(b));
       size_t compare = c_.fillExpected(b, expected_, seed_);
-      uint64_t wrong = check::countWrong(recv_, expected_, b.datatype, compare);
+      uint64_t wrong = check::countWrong(b.recv, expected_, b.datatype, compare);
       FW_CHECK(fwAllReduce(&wrong, &m->wrong, 1, fwUint64, fwSum, comm_, nullptr));
     }
     return true;

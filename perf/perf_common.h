@@ -32,6 +32,9 @@ struct PerfCollective {
   double (*busFactor)(int nranks);
   // Where the send data lives inside recv for the in-place run.
   void* (*inPlaceSend)(const PerfBuffers& b);
+  // Where the result goes in the in-place run (NULL: b.recv itself), e.g.
+  // reduce-scatter's recvbuff = sendbuff + rank * recvcount.
+  void* (*inPlaceRecv)(const PerfBuffers& b);
   fwResult_t (*run)(const PerfBuffers& b);
   // Fills b.send with this rank's input (seed varies it).
   void (*fillInput)(const PerfBuffers& b, int seed);

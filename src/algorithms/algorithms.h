@@ -34,6 +34,13 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
 Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
 Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count);
 
+// Through node leaders (local rank 0 of each node): binomial trees inside
+// nodes, the network crossed by leaders only (leader_collectives.cc). Any
+// layout of ctx.layout().
+Status leaderAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+Status leaderBroadcast(CollectiveContext& ctx, void* buf, size_t count, int root);
+Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
+
 // Where rank i's block sits: counts/displs arrays, or uniform blocks.
 struct BlockMap {
   const size_t* counts = nullptr;

@@ -20,8 +20,8 @@ struct PipelineSettings {
   int depth = 4;  // segments in flight per peer
   // Two-phase algorithms: bytes of the whole buffer per slice, slices in
   // flight, and the smallest shard (one rank's piece of a slice) worth sending.
-  size_t sliceBytes = 8 << 20;
-  int slicesInFlight = 2;
+  size_t sliceBytes = 1 << 20;
+  int slicesInFlight = 3;
   size_t minShardBytes = 64 * 1024;
 };
 

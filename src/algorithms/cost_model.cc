@@ -32,6 +32,8 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   // Flat algorithms on several nodes pay the inter-node link at every step.
   const LinkModel& flat = shape.nodes > 1 ? shape.inter : shape.intra;
   const double logN = std::ceil(std::log2(std::max(1.0, n)));
+  const double logD = std::ceil(std::log2(std::max(1.0, D)));
+  const double logM = std::ceil(std::log2(std::max(1.0, M)));
   const LinkModel& in = shape.intra;
   const LinkModel& out = shape.inter;
   switch (kind) {
@@ -43,6 +45,15 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
         case Algorithm::TwoPhase:
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per node link.
           return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S));
+        case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
+        default: return -1;
+      }
+    case CollectiveKind::Broadcast:
+    case CollectiveKind::Reduce:
+      switch (algorithm) {
+        case Algorithm::Binomial: return logN * flat.costUs(S);
+        // Plus one intra-node hop when the root is not its node's leader.
+        case Algorithm::Leaders: return (logD + 1) * in.costUs(S) + logM * out.costUs(S);
         default: return -1;
       }
     case CollectiveKind::ReduceScatter:  // bytes: the whole input

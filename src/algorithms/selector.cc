@@ -18,11 +18,12 @@ struct Candidates {
 const std::vector<Candidates>& candidates() {
   static const std::vector<Candidates> table = {
       {CollectiveKind::AllReduce, "allreduce",
-       {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::TwoPhase}},
+       {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::TwoPhase,
+        Algorithm::Leaders}},
       {CollectiveKind::ReduceScatter, "reducescatter", {Algorithm::Ring, Algorithm::TwoPhase}},
       {CollectiveKind::AllGather, "allgather", {Algorithm::Ring, Algorithm::Bruck, Algorithm::TwoPhase}},
-      {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial}},
-      {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial}},
+      {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial, Algorithm::Leaders}},
+      {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial, Algorithm::Leaders}},
       {CollectiveKind::AllToAll, "alltoall", {Algorithm::Pairwise}},
       {CollectiveKind::AllToAllv, "alltoallv", {Algorithm::Pairwise}},
       {CollectiveKind::Gather, "gather", {Algorithm::Linear}},
@@ -33,7 +34,8 @@ const std::vector<Candidates>& candidates() {
 }
 
 const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::Bruck, Algorithm::Binomial,
-                                    Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination, Algorithm::TwoPhase};
+                                    Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination, Algorithm::TwoPhase,
+                                    Algorithm::Leaders};
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
 // Rabenseifner never won by more than the run-to-run spread, so it is
@@ -54,6 +56,7 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::Linear: return "linear";
     case Algorithm::Dissemination: return "dissemination";
     case Algorithm::TwoPhase: return "twophase";
+    case Algorithm::Leaders: return "leaders";
   }
   return "?";
 }

@@ -15,7 +15,7 @@
 namespace fairway {
 
 enum class Algorithm {
-  Ring, Rabenseifner, RecursiveDoubling, Bruck, Binomial, Pairwise, Linear, Dissemination, TwoPhase,
+  Ring, Rabenseifner, RecursiveDoubling, Bruck, Binomial, Pairwise, Linear, Dissemination, TwoPhase, Leaders,
 };
 
 const char* algorithmName(Algorithm algorithm);

@@ -59,18 +59,19 @@ namespace {
 Algorithm choose(const CollectiveContext& ctx, const AlgorithmSelector& selector, CollectiveKind kind, size_t bytes) {
   const RankLayout* layout = ctx.layout();
   Algorithm algo = selector.choose(kind, bytes, layout);
-  if (algo == Algorithm::TwoPhase) {
-    std::string why = layout == nullptr          ? "it runs on whole communicators only"
-                      : layout->nodeCount() == 1 ? "all ranks are on one node"
-                      : !layout->uniform()       ? "the nodes hold different numbers of ranks (" + layout->describe() + ")"
-                                                 : "";
+  if (algo == Algorithm::TwoPhase || algo == Algorithm::Leaders) {
+    const bool twoPhase = algo == Algorithm::TwoPhase;
+    std::string why = layout == nullptr                      ? "it runs on whole communicators only"
+                      : twoPhase && layout->nodeCount() == 1 ? "all ranks are on one node"
+                      : twoPhase && !layout->uniform() ? "the nodes hold different numbers of ranks (" + layout->describe() + ")"
+                                                       : "";
     if (!why.empty()) {
       algo = selector.defaultOnOneNode(kind, bytes);
       static std::atomic<unsigned> warned{0};
       unsigned bit = 1u << static_cast<unsigned>(kind);
       if ((warned.fetch_or(bit) & bit) == 0) {
-        FW_LOG(Warn, Algo, "%s: twophase cannot run here because %s; using the flat algorithms (%s at this size)",
-               collectiveName(kind), why.c_str(), algorithmName(algo));
+        FW_LOG(Warn, Algo, "%s: %s cannot run here because %s; using the flat algorithms (%s at this size)",
+               collectiveName(kind), twoPhase ? "twophase" : "leaders", why.c_str(), algorithmName(algo));
       }
     }
   }
@@ -91,6 +92,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
         case Algorithm::Ring: return ringAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::RecursiveDoubling: return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::TwoPhase: return twoPhaseAllreduce(ctx, a.send, a.recv, a.count);
+        case Algorithm::Leaders: return leaderAllreduce(ctx, a.send, a.recv, a.count);
         default: return rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
       }
     }
@@ -113,8 +115,14 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
     }
     case CollectiveKind::Broadcast:
       if (r == a.root && a.send != a.recv) std::memcpy(a.recv, a.send, a.count * es);
+      if (choose(ctx, selector, a.kind, a.count * es) == Algorithm::Leaders) {
+        return leaderBroadcast(ctx, a.recv, a.count, a.root);
+      }
       return binomialBroadcast(ctx, a.recv, a.count, a.root);
     case CollectiveKind::Reduce:
+      if (choose(ctx, selector, a.kind, a.count * es) == Algorithm::Leaders) {
+        return leaderReduce(ctx, a.send, a.recv, a.count, a.root);
+      }
       return binomialReduce(ctx, a.send, a.recv, a.count, a.root);
     case CollectiveKind::AllToAll: {
       const void* send = a.send;

@@ -161,9 +161,10 @@ INSTANTIATE_TEST_SUITE_P(AllCollectives, CollectiveSweep,
 // The same sweep with the ranks split across emulated nodes: peers on other
 // "nodes" are reached over UCX's network transports only, so every
 // collective must give exactly the flat run's results whatever the layout.
-// On uniform layouts the cost model picks two-phase for large buffers; the
-// forced two-phase cases meet every count on layouts of every shape,
-// including one it cannot serve (nodes of different sizes: the fallback).
+// On uniform layouts the cost model picks two-phase or leader-based
+// algorithms by size; the forced cases meet every count on layouts of every
+// shape, including one two-phase cannot serve (nodes of different sizes:
+// the fallback) and which the leader-based algorithms serve as they are.
 struct NodeLayoutCase {
   const char* name;
   std::vector<std::string> nodeOfRank;
@@ -188,19 +189,31 @@ std::vector<EmulatedCase> emulatedCases() {
     if (c.algorithm != nullptr) continue;  // the collectives themselves, size-based choice
     for (const NodeLayoutCase* layout : {&kTwoByFour, &kFourByTwo, &kNonUniform}) out.push_back({c, layout});
   }
-  static const struct { const char* base; const char* name; const char* algorithm; } kTwoPhase[] = {
-      {"allreduce", "allreduce_twophase", "allreduce:twophase"},
-      {"reducescatter", "reducescatter_twophase", "reducescatter:twophase"},
-      {"allgather", "allgather_twophase", "allgather:twophase"},
+  static const NodeLayoutCase* const kEveryShape[] = {&kThreeByThree, &kInterleaved, &kPermuted, &kNonUniform};
+  static const NodeLayoutCase* const kIrregular[] = {&kInterleaved, &kNonUniform};
+  static const struct {
+    const char* base;
+    const char* name;
+    const char* algorithm;
+    bool everyShape;  // else the interleaved and non-uniform layouts only
+  } kForced[] = {
+      {"allreduce", "allreduce_twophase", "allreduce:twophase", true},
+      {"reducescatter", "reducescatter_twophase", "reducescatter:twophase", true},
+      {"allgather", "allgather_twophase", "allgather:twophase", true},
+      {"allreduce", "allreduce_leaders", "allreduce:leaders", false},
+      {"broadcast", "broadcast_leaders", "broadcast:leaders", false},
+      {"reduce", "reduce_leaders", "reduce:leaders", false},
   };
-  for (const auto& forced : kTwoPhase) {
+  for (const auto& forced : kForced) {
     for (const CollectiveCase& c : collectiveCases()) {
       if (c.algorithm != nullptr || std::string(c.name) != forced.base) continue;
       CollectiveCase copy = c;
       copy.name = forced.name;
       copy.algorithm = forced.algorithm;
-      for (const NodeLayoutCase* layout : {&kThreeByThree, &kInterleaved, &kPermuted, &kNonUniform}) {
-        out.push_back({copy, layout});
+      if (forced.everyShape) {
+        for (const NodeLayoutCase* layout : kEveryShape) out.push_back({copy, layout});
+      } else {
+        for (const NodeLayoutCase* layout : kIrregular) out.push_back({copy, layout});
       }
     }
   }
@@ -212,7 +225,7 @@ class EmulatedNodesSweep : public ::testing::TestWithParam<int> {};
 TEST_P(EmulatedNodesSweep, MatchesReference) {
   const EmulatedCase e = emulatedCases()[GetParam()];
   const int nranks = static_cast<int>(e.layout->nodeOfRank.size());
-  const bool forcedTwoPhase = e.collective.algorithm != nullptr;
+  const bool forcedTwoPhase = e.collective.algorithm != nullptr && std::string(e.collective.algorithm).find("twophase") != std::string::npos;
   auto outcomes = runRanks(nranks, [&](const RankContext& ctx) {
     if (forcedTwoPhase) {
       // Many small slices, so the pipeline (1 to 3 slices in flight) and

@@ -1,0 +1,43 @@
+// all_gather_perf: nccl-tests' allgather benchmark over Fairway. As in
+// nccl-tests, size and count are the whole result (nranks blocks); each rank
+// sends count / nranks elements.
+#include "perf/check_data.h"
+#include "perf/perf_common.h"
+
+using namespace fairway;
+using namespace fairway::perf;
+
+namespace {
+
+size_t block(size_t count, int nranks) { return count / static_cast<size_t>(nranks); }
+
+const PerfCollective kAllGather{
+    "all_gather_perf",
+    /*usesOp=*/false,
+    /*usesRoot=*/false,
+    [](size_t count, int nranks) { return block(count, nranks); },
+    [](size_t count, int) { return count; },
+    [](int n) { return static_cast<double>(n - 1) / n; },
+    [](const PerfBuffers& b) -> void* {
+      return static_cast<char*>(b.recv) + b.rank * block(b.count, b.nranks) * check::elementSize(b.datatype);
+    },
+    nullptr,
+    [](const PerfBuffers& b) {
+      return fwAllGather(b.send, b.recv, block(b.count, b.nranks), b.datatype, b.comm, nullptr);
+    },
+    [](const PerfBuffers& b, int seed) {
+      check::fill(b.send, b.datatype, fwSum, b.rank, 0, block(b.count, b.nranks), seed);
+    },
+    [](const PerfBuffers& b, void* expected, int seed) {
+      const size_t n = block(b.count, b.nranks);
+      for (int r = 0; r < b.nranks; ++r) {
+        check::fill(static_cast<char*>(expected) + r * n * check::elementSize(b.datatype), b.datatype, fwSum, r, 0, n,
+                    seed);
+      }
+      return n * b.nranks;
+    },
+};
+
+}  // namespace
+
+int main(int argc, char** argv) { return runPerf(argc, argv, kAllGather); }

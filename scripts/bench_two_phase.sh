@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Flat ring versus two-phase, allreduce and reduce-scatter, on an emulated
+# cluster (scripts/emulate_cluster.sh, root only): NODES x PER_NODE ranks,
+# each node's link limited to RATE. Runs every (collective, algorithm)
+# REPEATS times, interleaved, and prints the median out-of-place busbw per
+# size, the two-phase/ring ratio, and the link-limited busbw bound: a
+# node's link carries (M-1)/M of the buffer each way for reduce-scatter
+# and twice that for allreduce, so both bounds are R * M/(M-1) * (n-1)/n.
+#
+#   sudo scripts/bench_two_phase.sh [REPEATS] [NODES] [PER_NODE] [RATE_GBIT] [MAX_SIZE]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repeats=${1:-3} nodes=${2:-2} per_node=${3:-4} rate=${4:-2} max=${5:-256M}
+bin=build/bin
+if [ "$(id -u)" -ne 0 ]; then
+  echo "$0: needs root for the emulated cluster; skipped"
+  exit 0
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for ((i = 1; i <= repeats; i++)); do
+  for coll in all_reduce reduce_scatter; do
+    short=${coll/_/}
+    for algo in ring twophase; do
+      scripts/emulate_cluster.sh -n "$nodes" -r "$per_node" -b "${rate}gbit" -x FAIRWAY_ALGO="${short}:${algo}" -- \
+        "$bin/${coll}_perf" -b 1M -e "$max" -f 4 -n 3 -w 1 -c 1 >"$out/$coll.$algo.$i" 2>&1 ||
+        { echo "$0: $coll with $algo failed:"; cat "$out/$coll.$algo.$i"; exit 1; }
+    done
+  done
+  echo "# repeat $i of $repeats done" >&2
+done
+python3 - "$out" "$repeats" "$nodes" "$per_node" "$rate" <<'PY'
+import statistics, sys, glob
+out, repeats, M, D, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+n = M * D
+bound = rate / 8 * M / (M - 1) * (n - 1) / n
+def table(path):
+    rows = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit():
+            rows[int(f[0])] = (float(f[7]), int(f[8]) + int(f[12]))
+    return rows
+for coll in ("all_reduce", "reduce_scatter"):
+    runs = {a: [table(f"{out}/{coll}.{a}.{i}") for i in range(1, repeats + 1)] for a in ("ring", "twophase")}
+    print(f"\n{coll}: {M} nodes x {D} ranks, {rate:g} Gbit/s links, out-of-place busbw GB/s, median of {repeats}; "
+          f"link-limited bound {bound:.3f}")
+    print("| size | ring | two-phase | two-phase / ring | two-phase / bound | #wrong |")
+    print("|---|---|---|---|---|---|")
+    for size in sorted(runs["ring"][0]):
+        ring = statistics.median(r[size][0] for r in runs["ring"])
+        two = statistics.median(r[size][0] for r in runs["twophase"])
+        wrong = sum(r[size][1] for a in runs for r in runs[a])
+        print(f"| {size >> 20} MiB | {ring:.3f} | {two:.3f} | {two / ring:.2f} | {two / bound:.2f} | {wrong} |")
+PY

@@ -1,0 +1,95 @@
+// Hierarchical small-message collectives through node leaders (local rank
+// 0 of every node): the intra-node steps stay on shared memory and only
+// the leaders cross the network, in log2(M) steps instead of log2(N).
+// They need no particular layout: nodes of any size, ranks in any order.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+
+namespace fairway {
+namespace {
+
+// Step of the extra hop between a root and its node's leader, apart from
+// the steps the binomial trees use.
+constexpr uint32_t kLeaderHopStep = 1000;
+
+struct LeaderGroups {
+  std::vector<int> node;     // this rank's node, by local rank (leader first)
+  std::vector<int> leaders;  // local rank 0 of every node, by node
+  int nodeIndex = 0;
+  bool isLeader = false;
+};
+
+LeaderGroups leaderGroups(const RankLayout& layout, int rank) {
+  LeaderGroups g;
+  g.nodeIndex = layout.nodeOf(rank);
+  g.node = layout.ranksOfNode(g.nodeIndex);
+  g.leaders = layout.leaders();
+  g.isLeader = layout.localRankOf(rank) == 0;
+  return g;
+}
+
+}  // namespace
+
+Status leaderAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  const LeaderGroups g = leaderGroups(*ctx.layout(), ctx.rank());
+  const Reducer phase = ctx.reducer().withoutFinalize();
+  CollectiveContext node = ctx.over(g.node, &phase);
+  FW_RETURN_IF_ERROR(binomialReduce(node, send, recv, count, 0));
+  if (g.isLeader) {
+    CollectiveContext leaders = ctx.over(g.leaders, &phase);
+    FW_RETURN_IF_ERROR(recursiveDoublingAllreduce(leaders, recv, recv, count));
+    ctx.reducer().finalize(recv, count);
+  }
+  return binomialBroadcast(node, recv, count, 0);
+}
+
+// buf holds the data on root and receives it everywhere else.
+Status leaderBroadcast(CollectiveContext& ctx, void* buf, size_t count, int root) {
+  const RankLayout& layout = *ctx.layout();
+  const LeaderGroups g = leaderGroups(layout, ctx.rank());
+  const int rootNode = layout.nodeOf(root);
+  const int rootLeader = layout.ranksOfNode(rootNode).front();
+  if (root != rootLeader && (ctx.rank() == root || ctx.rank() == rootLeader)) {
+    Pending* p = ctx.scratch().pendings(1);
+    FW_RETURN_IF_ERROR(ctx.rank() == root ? ctx.send(rootLeader, buf, count, kLeaderHopStep, p)
+                                          : ctx.recv(root, buf, count, kLeaderHopStep, p));
+    FW_RETURN_IF_ERROR(ctx.wait(p));
+  }
+  if (g.isLeader) {
+    CollectiveContext leaders = ctx.over(g.leaders, nullptr);
+    FW_RETURN_IF_ERROR(binomialBroadcast(leaders, buf, count, rootNode));
+  }
+  CollectiveContext node = ctx.over(g.node, nullptr);
+  return binomialBroadcast(node, buf, count, 0);
+}
+
+// recv is written on root only.
+Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root) {
+  const RankLayout& layout = *ctx.layout();
+  const LeaderGroups g = leaderGroups(layout, ctx.rank());
+  const int rootNode = layout.nodeOf(root);
+  const int rootLeader = layout.ranksOfNode(rootNode).front();
+  const Reducer phase = ctx.reducer().withoutFinalize();
+  const size_t bytes = count * ctx.elementSize();
+  // Leaders keep their node's partial and the leaders' result apart from recv
+  // unless they are the root.
+  char* nodePartial = static_cast<char*>(ctx.scratch().outerBytes(2 * bytes + 64));
+  char* total = ctx.rank() == root ? static_cast<char*>(recv) : nodePartial + bytes;
+  CollectiveContext node = ctx.over(g.node, &phase);
+  FW_RETURN_IF_ERROR(binomialReduce(node, send, nodePartial, count, 0));
+  if (g.isLeader) {
+    CollectiveContext leaders = ctx.over(g.leaders, &phase);
+    FW_RETURN_IF_ERROR(binomialReduce(leaders, nodePartial, total, count, rootNode));
+  }
+  if (root != rootLeader && (ctx.rank() == root || ctx.rank() == rootLeader)) {
+    Pending* p = ctx.scratch().pendings(1);
+    FW_RETURN_IF_ERROR(ctx.rank() == root ? ctx.recv(rootLeader, recv, count, kLeaderHopStep, p)
+                                          : ctx.send(root, total, count, kLeaderHopStep, p));
+    FW_RETURN_IF_ERROR(ctx.wait(p));
+  }
+  if (ctx.rank() == root) ctx.reducer().finalize(recv, count);
+  return Status::ok();
+}
+
+}  // namespace fairway
