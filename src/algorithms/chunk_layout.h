@@ -8,17 +8,25 @@
 namespace fairway {
 
 // n nearly equal chunks: the first count % n chunks hold one element more.
+// With a stride, chunk c starts at c * stride instead (equal chunks that
+// need not touch, e.g. one slice of every rank's block).
 struct ChunkLayout {
   size_t count = 0;
   int n = 1;
+  size_t stride = 0;
   size_t chunkCount(int c) const { return count / n + (static_cast<size_t>(c) < count % n ? 1 : 0); }
   size_t chunkOffset(int c) const {
+    if (stride != 0) return static_cast<size_t>(c) * stride;
     return static_cast<size_t>(c) * (count / n) + std::min(static_cast<size_t>(c), count % n);
   }
 };
 
 // n chunks of exactly `each` elements (reduce-scatter, allgather).
-inline ChunkLayout equalChunks(size_t each, int n) { return ChunkLayout{each * static_cast<size_t>(n), n}; }
+inline ChunkLayout equalChunks(size_t each, int n) { return ChunkLayout{each * static_cast<size_t>(n), n, 0}; }
+// n chunks of `each` elements, chunk c at c * stride (stride >= each).
+inline ChunkLayout stridedChunks(size_t each, int n, size_t stride) {
+  return ChunkLayout{each * static_cast<size_t>(n), n, stride};
+}
 
 struct Segments {
   size_t segmentElems = 1;

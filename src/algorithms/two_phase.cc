@@ -16,6 +16,11 @@ Status twoPhaseGroups(const RankLayout& layout, int rank, TwoPhaseGroups* out) {
   g.D = layout.localSizeOf(rank);
   g.node = layout.ranksOfNode(g.m);
   g.rail = layout.rail(g.d);
+  g.nodesConsecutive = true;
+  for (int m = 0; m < g.M; ++m) {
+    const std::vector<int>& ranks = layout.ranksOfNode(m);
+    for (int d = 1; d < g.D; ++d) g.nodesConsecutive = g.nodesConsecutive && ranks[d] == ranks[0] + d;
+  }
   *out = g;
   return Status::ok();
 }

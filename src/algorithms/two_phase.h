@@ -17,6 +17,9 @@ struct TwoPhaseGroups {
   int d = 0, D = 1, m = 0, M = 1;
   const RankLayout* layout = nullptr;
   int rankAt(int node, int local) const { return layout->ranksOfNode(node)[local]; }
+  // Every node's ranks are consecutive and in local-rank order, so a
+  // node's blocks of a rank-ordered buffer lie at a fixed stride.
+  bool nodesConsecutive = false;
 };
 
 // Fails unless layout is uniform (every node has the same number of ranks).

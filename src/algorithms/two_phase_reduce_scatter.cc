@@ -1,10 +1,12 @@
 // Two-phase reduce-scatter. With D ranks on each of M nodes, rank (m, d)
 // must end with chunk r of everyone's input, r being its own rank:
-//  1. pack: order the chunks by (local rank, node) of their owners, so the
-//     M chunks for rail d are contiguous;
-//  2. intra-node reduce-scatter (ring, shared memory): local rank d ends
-//     with its node's sum of rail d's M chunks;
-//  3. exchange along the rail: chunk m' goes to the rank of rail d on node
+//  1. intra-node reduce-scatter (ring, shared memory): local rank d ends
+//     with its node's sum of rail d's M chunks. When every node's ranks are
+//     consecutive, that is M ring reduce-scatters, one per node m', each
+//     over node m''s D chunks, read in place at a stride; otherwise the
+//     chunks are first packed by (local rank, node) of their owners and one
+//     ring runs over the packed slice;
+//  2. exchange along the rail: chunk m' goes to the rank of rail d on node
 //     m', which adds the M - 1 chunks it receives to its own: done.
 // Inter-node bytes per rank: (M-1)/M of its rail's share, in one network
 // hop, every local rank on its own rail (so on its own NIC).
@@ -32,9 +34,12 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};
   const int slots = std::max(1, p.slicesInFlight);
   const size_t maxLen = slices.chunkCount(0);
-  // Outer memory: one packed slice, then per slot the node's sums and the rail's contributions.
-  char* packed = static_cast<char*>(ctx.scratch().outerBytes((n + slots * (2 * g.M)) * maxLen * es + 64));
-  auto nodeSum = [&](size_t s) { return packed + (n + (s % slots) * 2 * g.M) * maxLen * es; };
+  // Outer memory: per slot the node's sums and the rail's contributions,
+  // then the ring's partial sums: a packed slice, or one node's blocks.
+  const size_t partialElems = g.nodesConsecutive ? (g.D - 1) * count + maxLen : n * maxLen;
+  char* sums = static_cast<char*>(ctx.scratch().outerBytes((slots * 2 * g.M * maxLen + partialElems) * es + 64));
+  char* packed = sums + slots * 2 * g.M * maxLen * es;
+  auto nodeSum = [&](size_t s) { return sums + (s % slots) * 2 * g.M * maxLen * es; };
   auto railIn = [&](size_t s) { return nodeSum(s) + g.M * maxLen * es; };
   const size_t perSlice = 2 * (g.M - 1);
   Pending* pendings = ctx.scratch().outerPendings(slots * perSlice + 1);
@@ -64,14 +69,22 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     if (s >= static_cast<size_t>(slots)) FW_RETURN_IF_ERROR(finish(s - slots));
     const size_t len = slices.chunkCount(static_cast<int>(s));
     const size_t from = slices.chunkOffset(static_cast<int>(s));
-    for (int d = 0; d < g.D; ++d) {
+    if (g.nodesConsecutive) {
       for (int m = 0; m < g.M; ++m) {
-        std::memcpy(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
-                    static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es,
-                    len * es);
+        const char* blocks = static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, 0)) * count + from) * es;
+        FW_RETURN_IF_ERROR(ringReduceScatter(node, blocks, nodeSum(s) + m * len * es,
+                                             stridedChunks(len, g.D, count), packed));
       }
+    } else {
+      for (int d = 0; d < g.D; ++d) {
+        for (int m = 0; m < g.M; ++m) {
+          std::memcpy(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
+                      static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es,
+                      len * es);
+        }
+      }
+      FW_RETURN_IF_ERROR(ringReduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));
     }
-    FW_RETURN_IF_ERROR(ringReduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));
     FW_RETURN_IF_ERROR(postRailExchange(
         rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice,
         [&](int j) { return nodeSum(s) + j * len * es; }, [&](int) { return len; },

@@ -32,7 +32,7 @@ struct Config {
   int pipelineDepth = 4;               // FAIRWAY_PIPELINE_DEPTH: segments in flight per peer
   int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: busy-poll this long before blocking
   size_t sliceBytes = 1 << 20;         // FAIRWAY_SLICE_BYTES: two-phase pipeline slice (whole buffer)
-  int slicesInFlight = 3;              // FAIRWAY_SLICES_IN_FLIGHT: two-phase slices in the pipeline
+  int slicesInFlight = 4;              // FAIRWAY_SLICES_IN_FLIGHT: two-phase slices in the pipeline
   size_t minShardBytes = 64 * 1024;    // FAIRWAY_MIN_SHARD_BYTES: smallest per-rank piece of a slice
   ClusterShape links;                  // FAIRWAY_INTRA_LINK, FAIRWAY_INTER_LINK: cost model "alpha_us,GBps"
 
