@@ -114,13 +114,14 @@ void printAlgorithms(const Communicator& comm) {
       {CollectiveKind::Gather, "gather/scatter"},
       {CollectiveKind::Barrier, "barrier"},
   };
-  std::printf("# Algorithms for host buffers (over UCX; FAIRWAY_ALGO overrides)\n");
+  const RankLayout* layout = &comm.layout();
+  std::printf("# Algorithms for host buffers on %s (over UCX; FAIRWAY_ALGO overrides)\n", layout->describe().c_str());
   for (const Probe& p : probes) {
     std::string text;
     size_t from = 0;
-    Algorithm current = comm.selector().choose(p.kind, 0);
+    Algorithm current = comm.selector().choose(p.kind, 0, layout);
     for (size_t bytes = 1; bytes <= (size_t{1} << 34); bytes *= 2) {
-      Algorithm a = comm.selector().choose(p.kind, bytes);
+      Algorithm a = comm.selector().choose(p.kind, bytes, layout);
       if (a == current) continue;
       text += std::string(algorithmName(current)) + " [" + sizeText(from) + ", " + sizeText(bytes) + ")  ";
       current = a;

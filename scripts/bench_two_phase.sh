@@ -34,15 +34,17 @@ import statistics, sys, glob
 out, repeats, M, D, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 n = M * D
 bound = rate / 8 * M / (M - 1) * (n - 1) / n
-def table(path):
+def table(path, factor):
+    # busbw from the time column: the printed busbw has only two decimals.
     rows = {}
     for line in open(path):
         f = line.split()
         if len(f) >= 13 and f[0].isdigit():
-            rows[int(f[0])] = (float(f[7]), int(f[8]) + int(f[12]))
+            rows[int(f[0])] = (int(f[0]) / float(f[5]) / 1e3 * factor, int(f[8]) + int(f[12]))
     return rows
 for coll in ("all_reduce", "reduce_scatter"):
-    runs = {a: [table(f"{out}/{coll}.{a}.{i}") for i in range(1, repeats + 1)] for a in ("ring", "twophase")}
+    factor = (2.0 if coll == "all_reduce" else 1.0) * (n - 1) / n
+    runs = {a: [table(f"{out}/{coll}.{a}.{i}", factor) for i in range(1, repeats + 1)] for a in ("ring", "twophase")}
     print(f"\n{coll}: {M} nodes x {D} ranks, {rate:g} Gbit/s links, out-of-place busbw GB/s, median of {repeats}; "
           f"link-limited bound {bound:.3f}")
     print("| size | ring | two-phase | two-phase / ring | two-phase / bound | #wrong |")
