@@ -25,6 +25,30 @@ struct TwoPhaseGroups {
 // Fails unless layout is uniform (every node has the same number of ranks).
 Status twoPhaseGroups(const RankLayout& layout, int rank, TwoPhaseGroups* out);
 
+// What every two-phase algorithm starts from: its groups, and contexts over
+// its node and its rail that combine without finalizing (the algorithm
+// finalizes once, at its last step). Check status first. Not copyable: the
+// contexts refer to the groups.
+struct TwoPhaseSetup {
+  TwoPhaseSetup(CollectiveContext& ctx, bool reduces)
+      : status(twoPhaseGroups(*ctx.layout(), ctx.rank(), &groups)),
+        phase(reduces ? ctx.reducer().withoutFinalize() : Reducer(fwUint8, fwSum, 1)),
+        node(ctx.over(groups.node, reduces ? &phase : nullptr)),
+        rail(ctx.over(groups.rail, reduces ? &phase : nullptr)),
+        elementSize(ctx.elementSize()),
+        ranks(groups.D * groups.M) {}
+  TwoPhaseSetup(const TwoPhaseSetup&) = delete;
+  TwoPhaseSetup& operator=(const TwoPhaseSetup&) = delete;
+
+  TwoPhaseGroups groups;  // first: the members below are built from it
+  Status status;
+  Reducer phase;
+  CollectiveContext node;
+  CollectiveContext rail;
+  size_t elementSize;
+  int ranks;
+};
+
 // How many slices a dimension of `elements` is cut into: about sliceBytes
 // of the whole buffer (wholeBytes) per slice, but never shards (a rank's
 // piece of a slice, elements / shardsPerSlice) under minShardBytes.

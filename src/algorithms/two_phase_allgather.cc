@@ -14,12 +14,13 @@
 namespace fairway {
 
 Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
-  TwoPhaseGroups g;
-  FW_RETURN_IF_ERROR(twoPhaseGroups(*ctx.layout(), ctx.rank(), &g));
-  const size_t es = ctx.elementSize();
-  const int n = g.D * g.M;
-  CollectiveContext node = ctx.over(g.node, nullptr);
-  CollectiveContext rail = ctx.over(g.rail, nullptr);
+  TwoPhaseSetup t(ctx, /*reduces=*/false);
+  FW_RETURN_IF_ERROR(t.status);
+  const TwoPhaseGroups& g = t.groups;
+  const size_t es = t.elementSize;
+  const int n = t.ranks;
+  CollectiveContext& node = t.node;
+  CollectiveContext& rail = t.rail;
 
   const PipelineSettings& p = ctx.pipeline();
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};

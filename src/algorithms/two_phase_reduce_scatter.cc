@@ -22,13 +22,14 @@
 namespace fairway {
 
 Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
-  TwoPhaseGroups g;
-  FW_RETURN_IF_ERROR(twoPhaseGroups(*ctx.layout(), ctx.rank(), &g));
-  const size_t es = ctx.elementSize();
-  const int n = g.D * g.M;
-  const Reducer phase = ctx.reducer().withoutFinalize();
-  CollectiveContext node = ctx.over(g.node, &phase);
-  CollectiveContext rail = ctx.over(g.rail, &phase);
+  TwoPhaseSetup t(ctx, /*reduces=*/true);
+  FW_RETURN_IF_ERROR(t.status);
+  const TwoPhaseGroups& g = t.groups;
+  const size_t es = t.elementSize;
+  const int n = t.ranks;
+  const Reducer& phase = t.phase;
+  CollectiveContext& node = t.node;
+  CollectiveContext& rail = t.rail;
 
   const PipelineSettings& p = ctx.pipeline();
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};
