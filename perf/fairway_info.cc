@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algorithms/selector.h"
+#include "bootstrap/launcher_env.h"
 #include "comm/communicator.h"
 #include "comm/communicator_factory.h"
 #include "comm/local_machine.h"
@@ -23,13 +24,6 @@ using namespace fairway;
 namespace {
 
 constexpr size_t kRecordBytes = 512;
-
-bool underLauncher() {
-  for (const char* name : {"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
-    if (std::getenv(name) != nullptr) return true;
-  }
-  return false;
-}
 
 std::string numaText(int numa) { return numa < 0 ? "?" : std::to_string(numa); }
 
@@ -153,7 +147,7 @@ int main(int argc, char** argv) {
   Config config;
   Status st = Config::fromEnvironment(&config);
   std::unique_ptr<Communicator> comm;
-  if (st.isOk() && underLauncher()) {
+  if (st.isOk() && launchedByLauncher()) {
     st = createFromLauncher(config, &comm);
   } else if (st.isOk()) {
     Communicator::OobAllgather alone = [](const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -32,15 +33,16 @@ class DeviceRuntime {
   virtual void freePinned(void* pointer) = 0;
   // Stream-ordered copy between any two pointers.
   virtual Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) = 0;
-  // Blocks until everything enqueued on stream has run.
-  virtual Status synchronize(void* stream) = 0;
+  // Waits until everything enqueued on stream has run, or fails with
+  // fwTimeout after timeoutMs (work stuck behind a peer that never comes).
+  virtual Status synchronize(void* stream, int64_t timeoutMs) = 0;
   // A private stream for staging copies, and events to order it.
   virtual Status createStream(void** out) = 0;
   virtual void destroyStream(void* stream) = 0;
   virtual Status createEvent(void** out) = 0;
   virtual void destroyEvent(void* event) = 0;
   virtual Status recordEvent(void* event, void* stream) = 0;
-  virtual Status waitEvent(void* event) = 0;  // host waits
+  virtual Status waitEvent(void* event, int64_t timeoutMs) = 0;  // the host waits, bounded like synchronize
 };
 
 struct DeviceRuntimePlugin {

@@ -20,6 +20,16 @@ struct LeaderGroups {
   bool isLeader = false;
 };
 
+// Moves count elements from rank `from` (send) to rank `to` (recv); other
+// ranks and from == to do nothing.
+Status hop(CollectiveContext& ctx, int from, int to, const void* send, void* recv, size_t count) {
+  if (from == to || (ctx.rank() != from && ctx.rank() != to)) return Status::ok();
+  Pending* p = ctx.scratch().pendings(1);
+  FW_RETURN_IF_ERROR(ctx.rank() == from ? ctx.send(to, send, count, kLeaderHopStep, p)
+                                        : ctx.recv(from, recv, count, kLeaderHopStep, p));
+  return ctx.wait(p);
+}
+
 LeaderGroups leaderGroups(const RankLayout& layout, int rank) {
   LeaderGroups g;
   g.nodeIndex = layout.nodeOf(rank);
@@ -50,12 +60,7 @@ Status leaderBroadcast(CollectiveContext& ctx, void* buf, size_t count, int root
   const LeaderGroups g = leaderGroups(layout, ctx.rank());
   const int rootNode = layout.nodeOf(root);
   const int rootLeader = layout.ranksOfNode(rootNode).front();
-  if (root != rootLeader && (ctx.rank() == root || ctx.rank() == rootLeader)) {
-    Pending* p = ctx.scratch().pendings(1);
-    FW_RETURN_IF_ERROR(ctx.rank() == root ? ctx.send(rootLeader, buf, count, kLeaderHopStep, p)
-                                          : ctx.recv(root, buf, count, kLeaderHopStep, p));
-    FW_RETURN_IF_ERROR(ctx.wait(p));
-  }
+  FW_RETURN_IF_ERROR(hop(ctx, root, rootLeader, buf, buf, count));
   if (g.isLeader) {
     CollectiveContext leaders = ctx.over(g.leaders, nullptr);
     FW_RETURN_IF_ERROR(binomialBroadcast(leaders, buf, count, rootNode));
@@ -82,12 +87,7 @@ Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t
     CollectiveContext leaders = ctx.over(g.leaders, &phase);
     FW_RETURN_IF_ERROR(binomialReduce(leaders, nodePartial, total, count, rootNode));
   }
-  if (root != rootLeader && (ctx.rank() == root || ctx.rank() == rootLeader)) {
-    Pending* p = ctx.scratch().pendings(1);
-    FW_RETURN_IF_ERROR(ctx.rank() == root ? ctx.recv(rootLeader, recv, count, kLeaderHopStep, p)
-                                          : ctx.send(root, total, count, kLeaderHopStep, p));
-    FW_RETURN_IF_ERROR(ctx.wait(p));
-  }
+  FW_RETURN_IF_ERROR(hop(ctx, rootLeader, root, total, recv, count));
   if (ctx.rank() == root) ctx.reducer().finalize(recv, count);
   return Status::ok();
 }

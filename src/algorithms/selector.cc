@@ -106,11 +106,9 @@ Algorithm AlgorithmSelector::choose(CollectiveKind kind, size_t bytes, const Ran
   return defaultOnOneNode(kind, bytes);
 }
 
-void AlgorithmSelector::setLinks(const ClusterShape& links) {
-  intraAlphaUs_ = links.intra.alphaUs;
-  intraGbPerSec_ = links.intra.gbPerSec;
-  interAlphaUs_ = links.inter.alphaUs;
-  interGbPerSec_ = links.inter.gbPerSec;
+void AlgorithmSelector::setLinks(const LinkModel& intra, const LinkModel& inter) {
+  intra_ = intra;
+  inter_ = inter;
 }
 
 Algorithm AlgorithmSelector::defaultOnOneNode(CollectiveKind kind, size_t bytes) const {
@@ -131,32 +129,37 @@ Algorithm AlgorithmSelector::cheapestAcrossNodes(CollectiveKind kind, size_t byt
   shape.ranks = layout.size();
   shape.nodes = layout.nodeCount();
   shape.perNode = layout.localSizeOf(0);
-  shape.intra = LinkModel{intraAlphaUs_, intraGbPerSec_};
-  shape.inter = LinkModel{interAlphaUs_, interGbPerSec_};
+  shape.intra = intra_;
+  shape.inter = inter_;
   Algorithm best = Algorithm::Dissemination;
   double bestUs = 0;
-  std::string all;
   for (const Candidates& c : candidates()) {
     if (c.kind != kind) continue;
     for (Algorithm a : c.algorithms) {
       double us = predictMicros(kind, a, bytes, shape);
-      if (us < 0) continue;
-      char line[64];
-      std::snprintf(line, sizeof(line), " %s %.1f", algorithmName(a), us);
-      all += line;
-      if (best == Algorithm::Dissemination || us < bestUs) {
+      if (us >= 0 && (best == Algorithm::Dissemination || us < bestUs)) {
         best = a;
         bestUs = us;
       }
     }
   }
-  if (best != Algorithm::Dissemination) {
-    int bucket = 0;
-    while ((size_t{1} << bucket) < bytes && bucket < 63) ++bucket;
-    if (logged_.insert({static_cast<int>(kind), bucket}).second) {
-      FW_LOG(Info, Algo, "%s of %zu bytes on %s: %s, predicted %.1f us (us:%s)", collectiveName(kind), bytes,
-             layout.describe().c_str(), algorithmName(best), bestUs, all.c_str());
+  if (best == Algorithm::Dissemination || !logEnabled(LogLevel::Info, LogSubsys::Algo)) return best;
+  int bucket = 0;
+  while ((size_t{1} << bucket) < bytes && bucket < 63) ++bucket;
+  if (logged_.insert({static_cast<int>(kind), bucket}).second) {
+    std::string all;
+    for (const Candidates& c : candidates()) {
+      if (c.kind != kind) continue;
+      for (Algorithm a : c.algorithms) {
+        double us = predictMicros(kind, a, bytes, shape);
+        if (us < 0) continue;
+        char line[64];
+        std::snprintf(line, sizeof(line), " %s %.1f", algorithmName(a), us);
+        all += line;
+      }
     }
+    FW_LOG(Info, Algo, "%s of %zu bytes on %s: %s, predicted %.1f us (us:%s)", collectiveName(kind), bytes,
+           layout.describe().c_str(), algorithmName(best), bestUs, all.c_str());
   }
   return best;
 }

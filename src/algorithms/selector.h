@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "algorithms/link_model.h"
 #include "comm/collective_args.h"
 #include "core/status.h"
 #include "topo/rank_layout.h"
@@ -19,8 +20,6 @@ enum class Algorithm {
 };
 
 const char* algorithmName(Algorithm algorithm);
-
-struct ClusterShape;
 
 class AlgorithmSelector {
  public:
@@ -36,7 +35,7 @@ class AlgorithmSelector {
   // two-phase forced on a layout it cannot serve falls back (logged).
   Algorithm choose(CollectiveKind kind, size_t bytes, const RankLayout* layout = nullptr) const;
   // The link parameters of the cost model (FAIRWAY_INTRA_LINK / _INTER_LINK).
-  void setLinks(const ClusterShape& links);
+  void setLinks(const LinkModel& intra, const LinkModel& inter);
   // What runs on one node, or where two-phase cannot.
   Algorithm defaultOnOneNode(CollectiveKind kind, size_t bytes) const;
 
@@ -44,7 +43,8 @@ class AlgorithmSelector {
   Algorithm cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const;
 
   std::map<CollectiveKind, Algorithm> forced_;
-  double intraAlphaUs_ = 1, intraGbPerSec_ = 5, interAlphaUs_ = 10, interGbPerSec_ = 1.25;
+  LinkModel intra_ = kDefaultIntraLink;
+  LinkModel inter_ = kDefaultInterLink;
   // Choices already logged: (collective, log2 of the size).
   mutable std::set<std::pair<int, int>> logged_;
 };

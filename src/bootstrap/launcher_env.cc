@@ -49,6 +49,13 @@ std::string launcherJobId() {
 
 }  // namespace
 
+bool launchedByLauncher() {
+  for (const RankSource& s : kRankSources) {
+    if (env(s.rankVar) && env(s.sizeVar)) return true;
+  }
+  return false;
+}
+
 Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out) {
   const RankSource* source = nullptr;
   for (const RankSource& s : kRankSources) {

@@ -23,4 +23,7 @@ struct LauncherEnvironment {
 // FAIRWAY_JOB_SECRET, else from the launcher's job id.
 Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out);
 
+// Whether any launcher's rank and size variables are set.
+bool launchedByLauncher();
+
 }  // namespace fairway

@@ -17,7 +17,7 @@ namespace {
 
 // The plan must be the same on every rank, so it is made from what all
 // ranks reported: a capability counts only when every rank has it.
-PlanInputs planInputs(const Config& config, const RankLayout& layout, const std::vector<PeerInfo>& peers, int rank,
+PlanInputs planInputs(const Config& config, const RankLayout& layout, const std::vector<PeerInfo>& peers,
                       const LocalMachine& machine, bool ucxReachesCudaMemory) {
   PlanInputs in;
   in.forceAll = config.transport;
@@ -44,7 +44,6 @@ PlanInputs planInputs(const Config& config, const RankLayout& layout, const std:
       }
     }
   }
-  (void)rank;
   return in;
 }
 
@@ -73,7 +72,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
                             std::unique_ptr<Communicator>* out) {
   AlgorithmSelector selector;
   FW_RETURN_IF_ERROR(AlgorithmSelector::create(config.algoOverrides, &selector));
-  selector.setLinks(config.links);
+  selector.setLinks(config.intraLink, config.interLink);
   LocalMachine* machine = nullptr;
   FW_RETURN_IF_ERROR(LocalMachine::get(config, &machine));
 
@@ -146,7 +145,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
 
   TransportPlan plan;
   FW_RETURN_IF_ERROR(
-      TransportPlan::make(planInputs(config, layout, peers, rank, *machine, ucxReachesCudaMemory), &plan));
+      TransportPlan::make(planInputs(config, layout, peers, *machine, ucxReachesCudaMemory), &plan));
   if (rank == 0) {
     for (const PlanReason& reason : plan.reasons) {
       FW_LOG_AT(reason.fallback ? LogLevel::Warn : LogLevel::Info, Init, "plan: %s", reason.text.c_str());

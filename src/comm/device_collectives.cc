@@ -28,7 +28,8 @@ bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 
 }  // namespace
 
-DeviceCollectives::DeviceCollectives(Communicator& comm) : comm_(comm), device_(*comm.machine().device) {}
+DeviceCollectives::DeviceCollectives(Communicator& comm)
+    : comm_(comm), device_(*comm.machine().device), timeoutMs_(comm.config().timeoutMs) {}
 
 DeviceCollectives::~DeviceCollectives() {
   native_.reset();
@@ -137,7 +138,7 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
   const bool hasOutput = a.kind != CollectiveKind::Reduce || root;
   FW_RETURN_IF_ERROR(ensureStagingResources());
   for (PinnedBuffer& slice : slices_) FW_RETURN_IF_ERROR(reserve(&slice, std::min(a.count, sliceCount) * es));
-  FW_RETURN_IF_ERROR(device_.synchronize(stream));  // the input is complete
+  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));  // the input is complete
 
   auto load = [&](size_t s) -> Status {
     const size_t offset = s * sliceCount * es;
@@ -150,7 +151,7 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
   };
   if (slices > 0) FW_RETURN_IF_ERROR(load(0));
   for (size_t s = 0; s < slices; ++s) {
-    FW_RETURN_IF_ERROR(device_.waitEvent(sliceReady_[s % 2]));
+    FW_RETURN_IF_ERROR(device_.waitEvent(sliceReady_[s % 2], timeoutMs_));
     if (s + 1 < slices) FW_RETURN_IF_ERROR(load(s + 1));
     CollectiveArgs slice = a;
     slice.count = std::min(sliceCount, a.count - s * sliceCount);
@@ -161,7 +162,7 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
                                            slice.count * es, copyStream_));
     }
   }
-  return device_.synchronize(copyStream_);
+  return device_.synchronize(copyStream_, timeoutMs_);
 }
 
 // Collectives whose blocks are not elementwise move whole. In-place forms
@@ -172,7 +173,7 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) 
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(a, comm_.rank(), comm_.size(), &sendBytes, &recvBytes);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(device_.synchronize(stream));
+  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));
   CollectiveArgs host = a;
   const bool shared = rangesOverlap(a.send, sendBytes, a.recv, recvBytes);
   if (shared) {
@@ -193,10 +194,10 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) 
     host.send = sendBytes > 0 ? whole_[0].data : nullptr;
     host.recv = recvBytes > 0 ? whole_[1].data : nullptr;
   }
-  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_));
+  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
   FW_RETURN_IF_ERROR(comm_.collective(host));
   if (recvBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(a.recv, host.recv, recvBytes, copyStream_));
-  return device_.synchronize(copyStream_);
+  return device_.synchronize(copyStream_, timeoutMs_);
 }
 
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
@@ -215,9 +216,9 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
   const size_t bytes = count * datatypeSize(datatype);
   FW_RETURN_IF_ERROR(ensureStagingResources());
   FW_RETURN_IF_ERROR(reserve(&whole_[0], bytes));
-  FW_RETURN_IF_ERROR(device_.synchronize(stream));
+  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));
   FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data, buf, bytes, copyStream_));
-  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_));
+  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
   Pending pending;
   FW_RETURN_IF_ERROR(comm_.postSend(whole_[0].data, bytes, peer, &pending));
   return comm_.messenger().wait(&pending);
@@ -235,9 +236,9 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
   Pending pending;
   FW_RETURN_IF_ERROR(comm_.postRecv(whole_[1].data, bytes, peer, &pending));
   FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending));
-  FW_RETURN_IF_ERROR(device_.synchronize(stream));  // earlier stream work may still use buf
+  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));  // earlier stream work may still use buf
   FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data, bytes, copyStream_));
-  return device_.synchronize(copyStream_);
+  return device_.synchronize(copyStream_, timeoutMs_);
 }
 
 Status DeviceCollectives::asyncError() {

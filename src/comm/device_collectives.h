@@ -47,6 +47,7 @@ class DeviceCollectives {
 
   Communicator& comm_;
   DeviceRuntime& device_;
+  int64_t timeoutMs_;  // bounds every wait on a stream or event
   std::mutex mutex_;  // one device operation at a time per communicator
   std::unique_ptr<NativeCollectives> native_;
   void* copyStream_ = nullptr;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <string>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -61,17 +60,19 @@ Algorithm choose(const CollectiveContext& ctx, const AlgorithmSelector& selector
   Algorithm algo = selector.choose(kind, bytes, layout);
   if (algo == Algorithm::TwoPhase || algo == Algorithm::Leaders) {
     const bool twoPhase = algo == Algorithm::TwoPhase;
-    std::string why = layout == nullptr                      ? "it runs on whole communicators only"
+    // Plain strings: this runs on every call, so nothing is allocated here.
+    const char* why = layout == nullptr                      ? "it runs on whole communicators only"
                       : twoPhase && layout->nodeCount() == 1 ? "all ranks are on one node"
-                      : twoPhase && !layout->uniform() ? "the nodes hold different numbers of ranks (" + layout->describe() + ")"
-                                                       : "";
-    if (!why.empty()) {
+                      : twoPhase && !layout->uniform()       ? "the nodes hold different numbers of ranks"
+                                                             : nullptr;
+    if (why != nullptr) {
       algo = selector.defaultOnOneNode(kind, bytes);
       static std::atomic<unsigned> warned{0};
       unsigned bit = 1u << static_cast<unsigned>(kind);
       if ((warned.fetch_or(bit) & bit) == 0) {
-        FW_LOG(Warn, Algo, "%s: %s cannot run here because %s; using the flat algorithms (%s at this size)",
-               collectiveName(kind), twoPhase ? "twophase" : "leaders", why.c_str(), algorithmName(algo));
+        FW_LOG(Warn, Algo, "%s: %s cannot run on %s because %s; using the flat algorithms (%s at this size)",
+               collectiveName(kind), twoPhase ? "twophase" : "leaders",
+               layout ? layout->describe().c_str() : "a group", why, algorithmName(algo));
       }
     }
   }

@@ -95,10 +95,10 @@ Status Config::fromEnvironment(Config* out) {
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_MIN_SHARD_BYTES", 1, int64_t{1} << 40, &shard));
   c.minShardBytes = static_cast<size_t>(shard);
   if (const char* text = env("FAIRWAY_INTRA_LINK")) {
-    FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTRA_LINK", text, &c.links.intra));
+    FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTRA_LINK", text, &c.intraLink));
   }
   if (const char* text = env("FAIRWAY_INTER_LINK")) {
-    FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTER_LINK", text, &c.links.inter));
+    FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTER_LINK", text, &c.interLink));
   }
   *out = c;
   return Status::ok();

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/cost_model.h"
+#include "algorithms/link_model.h"
 #include "core/status.h"
 
 namespace fairway {
@@ -34,7 +34,8 @@ struct Config {
   size_t sliceBytes = 1 << 20;         // FAIRWAY_SLICE_BYTES: two-phase pipeline slice (whole buffer)
   int slicesInFlight = 4;              // FAIRWAY_SLICES_IN_FLIGHT: two-phase slices in the pipeline
   size_t minShardBytes = 64 * 1024;    // FAIRWAY_MIN_SHARD_BYTES: smallest per-rank piece of a slice
-  ClusterShape links;                  // FAIRWAY_INTRA_LINK, FAIRWAY_INTER_LINK: cost model "alpha_us,GBps"
+  LinkModel intraLink = kDefaultIntraLink;  // FAIRWAY_INTRA_LINK: cost model "alpha_us,GBps"
+  LinkModel interLink = kDefaultInterLink;  // FAIRWAY_INTER_LINK
 
   // Reads the environment; an invalid value fails naming the variable.
   static Status fromEnvironment(Config* out);

@@ -5,6 +5,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cctype>
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "transports/device_runtime.h"
 
@@ -64,9 +67,9 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMemcpyAsync", e);
   }
 
-  Status synchronize(void* stream) override {
-    cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaStreamSynchronize", e);
+  Status synchronize(void* stream, int64_t timeoutMs) override {
+    return waitUntilDone([&] { return cudaStreamQuery(static_cast<cudaStream_t>(stream)); }, "the stream's work",
+                         timeoutMs);
   }
 
   Status createStream(void** out) override {
@@ -89,12 +92,29 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     cudaError_t e = cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? Status::ok() : cudaFailure("cudaEventRecord", e);
   }
-  Status waitEvent(void* event) override {
-    cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(event));
-    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaEventSynchronize", e);
+  Status waitEvent(void* event, int64_t timeoutMs) override {
+    return waitUntilDone([&] { return cudaEventQuery(static_cast<cudaEvent_t>(event)); }, "a staging copy",
+                         timeoutMs);
   }
 
  private:
+  // Polls query until it stops reporting cudaErrorNotReady, yielding the
+  // core between polls; CUDA's own synchronize calls have no time limit.
+  template <typename Query>
+  static Status waitUntilDone(Query query, const char* what, int64_t timeoutMs) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    for (;;) {
+      cudaError_t e = query();
+      if (e == cudaSuccess) return Status::ok();
+      if (e != cudaErrorNotReady) return cudaFailure(what, e);
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Status(fwTimeout, std::string("cuda: ") + what + " did not finish within FAIRWAY_TIMEOUT_MS=" +
+                                     std::to_string(timeoutMs) + " ms");
+      }
+      std::this_thread::yield();
+    }
+  }
+
   int devices_;
 };
 
