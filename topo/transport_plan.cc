@@ -110,10 +110,13 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
     // reaches every rank, NCCL here only the ranks of a node.
     plan.deviceCollectives = ucxPath(in);
     if (plan.intraDevice == DevicePath::Nccl) {
-      plan.reasons.push_back({true, std::string("device collectives spanning ") + std::to_string(in.nodeCount) +
-                                        " nodes: " + devicePathName(plan.deviceCollectives) +
-                                        " on every rank (NCCL serves communicators inside one node, or every "
-                                        "level with FAIRWAY_TRANSPORT=nccl)"});
+      plan.deviceTwoPhase = true;
+      plan.reasons.push_back({false, std::string("device collectives spanning ") + std::to_string(in.nodeCount) +
+                                         " nodes: allreduce, reduce-scatter and allgather two-phase (nccl inside "
+                                         "each node, " + devicePathName(plan.interDevice) +
+                                         " between nodes) on uniform layouts; the rest, and nodes of different "
+                                         "sizes, " + devicePathName(plan.deviceCollectives) +
+                                         " on every rank (FAIRWAY_TRANSPORT=nccl: NCCL at every level)"});
     }
   }
   *out = plan;
@@ -127,6 +130,7 @@ std::string TransportPlan::describe() const {
   text += devicePathName(interDevice);
   text += ", collectives on ";
   text += devicePathName(deviceCollectives);
+  if (deviceTwoPhase) text += " (allreduce, reduce-scatter, allgather: two-phase, nccl inside nodes)";
   return text;
 }
 

@@ -52,6 +52,10 @@ struct TransportPlan {
   DevicePath interDevice = DevicePath::None;
   // What a device-buffer collective on this communicator runs on.
   DevicePath deviceCollectives = DevicePath::None;
+  // Allreduce, reduce-scatter and allgather on device buffers spanning
+  // nodes run two-phase: NCCL inside each node, interDevice between nodes
+  // (on uniform layouts; deviceCollectives otherwise).
+  bool deviceTwoPhase = false;
   bool ucxReachesCudaMemory = false;
   std::vector<PlanReason> reasons;  // one line per decision that needs explaining
 

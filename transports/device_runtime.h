@@ -15,7 +15,7 @@
 
 namespace fairway {
 
-constexpr int kDeviceRuntimeAbiVersion = 1;
+constexpr int kDeviceRuntimeAbiVersion = 2;
 
 class DeviceRuntime {
  public:
@@ -31,6 +31,9 @@ class DeviceRuntime {
 
   virtual Status allocatePinned(size_t bytes, void** out) = 0;
   virtual void freePinned(void* pointer) = 0;
+  // Memory on the current device (scratch of the hierarchical collectives).
+  virtual Status allocateDevice(size_t bytes, void** out) = 0;
+  virtual void freeDevice(void* pointer) = 0;
   // Stream-ordered copy between any two pointers.
   virtual Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) = 0;
   // Waits until everything enqueued on stream has run, or fails with

@@ -21,7 +21,7 @@ struct PipelineSettings {
   // Two-phase algorithms: bytes of the whole buffer per slice, slices in
   // flight, and the smallest shard (one rank's piece of a slice) worth sending.
   size_t sliceBytes = 1 << 20;
-  int slicesInFlight = 4;
+  int slicesInFlight = 8;
   size_t minShardBytes = 64 * 1024;
 };
 

@@ -42,7 +42,14 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args)
   FW_RETURN_IF_ERROR(prepare(comm, args, &impl));
   MemoryType memory = MemoryType::Host;
   FW_RETURN_IF_ERROR(impl->memoryTypeOf(args, &memory));
-  if (memory == MemoryType::Cuda) return impl->deviceCollective(args, stream);
+  // A call with no bytes on this rank but a stream follows the device path
+  // too, so that it stays in step with ranks whose buffers are on the GPU.
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(args, impl->rank(), impl->size(), &sendBytes, &recvBytes);
+  const bool noBytes = sendBytes == 0 && recvBytes == 0;
+  if (memory == MemoryType::Cuda || (noBytes && stream != nullptr && impl->hasDevicePath())) {
+    return impl->deviceCollective(args, stream);
+  }
   FW_RETURN_IF_ERROR(validateHostStream(stream));
   return impl->collective(args);
 }

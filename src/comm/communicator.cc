@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/link_probe.h"
 #include "comm/run_collective.h"
 #include "comm/tags.h"
 #include "comm/transport_loader.h"
@@ -163,6 +164,25 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
          rank, size, layout.nodeOf(rank), layout.nodeCount(), layout.describe().c_str(), localRank,
          layout.localSizeOf(rank), ranksOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
   out->reset(new Communicator(config, selector, std::move(messenger), layout, plan, machine, net));
+  // The cost model matters only across nodes.
+  if (config.measureLinks && layout.nodeCount() > 1) FW_RETURN_IF_ERROR((*out)->adoptMeasuredLinks());
+  return Status::ok();
+}
+
+Status Communicator::adoptMeasuredLinks() {
+  MeasuredLinks measured;
+  FW_RETURN_IF_ERROR(measureLinks(*this, &measured));
+  if (measured.intraMeasured && !config_.intraLinkSet) config_.intraLink = measured.intra;
+  if (measured.interMeasured && !config_.interLinkSet) config_.interLink = measured.inter;
+  selector_.setLinks(config_.intraLink, config_.interLink);
+  config_.measureLinks = false;  // communicators split from this one inherit the result
+  if (rank() == 0) {
+    FW_LOG(Info, Init, "links for the cost model: intra-node %.2f us, %.2f GB/s (%s); inter-node %.2f us, %.2f GB/s (%s)",
+           config_.intraLink.alphaUs, config_.intraLink.gbPerSec,
+           config_.intraLinkSet ? "FAIRWAY_INTRA_LINK" : (measured.intraMeasured ? "measured" : "default"),
+           config_.interLink.alphaUs, config_.interLink.gbPerSec,
+           config_.interLinkSet ? "FAIRWAY_INTER_LINK" : (measured.interMeasured ? "measured" : "default"));
+  }
   return Status::ok();
 }
 

@@ -45,6 +45,7 @@ class Communicator {
   Status memoryTypeOf(const CollectiveArgs& args, MemoryType* out);
   MemoryType memoryTypeOf(const void* buf);
   // Device-buffer calls, on stream (see DeviceCollectives).
+  bool hasDevicePath() const { return device_ != nullptr; }
   Status deviceCollective(const CollectiveArgs& args, void* stream);
   Status deviceSend(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
   Status deviceRecv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
@@ -76,6 +77,8 @@ class Communicator {
  private:
   Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger,
                const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine, const NetDeviceChoice& net);
+  // FAIRWAY_MEASURE_LINKS: measures the links and gives them to the selector.
+  Status adoptMeasuredLinks();
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
   Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,

@@ -10,10 +10,6 @@
 namespace fairway {
 namespace {
 
-// Slices of the staged pipeline: big enough that a slice's network time
-// dwarfs the per-copy overhead, small enough that two stay cheap in pinned
-// memory and the copies overlap the network well.
-constexpr size_t kStagingSliceBytes = 4 << 20;
 // NCCL's unique id is 128 bytes; room for a length word and a larger id.
 constexpr size_t kUniqueIdMessageBytes = 512;
 
@@ -29,13 +25,15 @@ bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 }  // namespace
 
 DeviceCollectives::DeviceCollectives(Communicator& comm)
-    : comm_(comm), device_(*comm.machine().device), timeoutMs_(comm.config().timeoutMs) {}
+    : comm_(comm),
+      device_(*comm.machine().device),
+      timeoutMs_(comm.config().timeoutMs),
+      slices_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}},
+      whole_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}},
+      twoPhase_(comm, device_) {}
 
 DeviceCollectives::~DeviceCollectives() {
   native_.reset();
-  for (PinnedBuffer* b : {&slices_[0], &slices_[1], &whole_[0], &whole_[1]}) {
-    if (b->data != nullptr) device_.freePinned(b->data);
-  }
   for (void* event : sliceReady_) {
     if (event != nullptr) device_.destroyEvent(event);
   }
@@ -116,16 +114,6 @@ Status DeviceCollectives::ensureStagingResources() {
   return Status::ok();
 }
 
-Status DeviceCollectives::reserve(PinnedBuffer* buffer, size_t bytes) {
-  if (buffer->bytes >= bytes) return Status::ok();
-  if (buffer->data != nullptr) device_.freePinned(buffer->data);
-  buffer->data = nullptr;
-  buffer->bytes = 0;
-  FW_RETURN_IF_ERROR(device_.allocatePinned(bytes, &buffer->data));
-  buffer->bytes = bytes;
-  return Status::ok();
-}
-
 // Slice s is copied to the host while slice s-1 crosses the network and
 // slice s-2 is copied back; one copy stream keeps the copies in order, so a
 // host buffer is refilled only after its previous slice has left it.
@@ -137,14 +125,14 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
   const bool hasInput = a.kind != CollectiveKind::Broadcast || root;
   const bool hasOutput = a.kind != CollectiveKind::Reduce || root;
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  for (PinnedBuffer& slice : slices_) FW_RETURN_IF_ERROR(reserve(&slice, std::min(a.count, sliceCount) * es));
+  for (StagingBuffer& slice : slices_) FW_RETURN_IF_ERROR(slice.reserve(std::min(a.count, sliceCount) * es));
   FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));  // the input is complete
 
   auto load = [&](size_t s) -> Status {
     const size_t offset = s * sliceCount * es;
     const size_t bytes = std::min(sliceCount, a.count - s * sliceCount) * es;
     if (hasInput) {
-      FW_RETURN_IF_ERROR(device_.copyAsync(slices_[s % 2].data, static_cast<const char*>(a.send) + offset, bytes,
+      FW_RETURN_IF_ERROR(device_.copyAsync(slices_[s % 2].data(), static_cast<const char*>(a.send) + offset, bytes,
                                            copyStream_));
     }
     return device_.recordEvent(sliceReady_[s % 2], copyStream_);
@@ -155,10 +143,10 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
     if (s + 1 < slices) FW_RETURN_IF_ERROR(load(s + 1));
     CollectiveArgs slice = a;
     slice.count = std::min(sliceCount, a.count - s * sliceCount);
-    slice.send = slice.recv = slices_[s % 2].data;  // in place on the host
+    slice.send = slice.recv = slices_[s % 2].data();  // in place on the host
     FW_RETURN_IF_ERROR(comm_.collective(slice));
     if (hasOutput) {
-      FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + s * sliceCount * es, slices_[s % 2].data,
+      FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + s * sliceCount * es, slices_[s % 2].data(),
                                            slice.count * es, copyStream_));
     }
   }
@@ -179,20 +167,20 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) 
   if (shared) {
     auto lo = std::min(reinterpret_cast<uintptr_t>(a.send), reinterpret_cast<uintptr_t>(a.recv));
     auto hi = std::max(reinterpret_cast<uintptr_t>(a.send) + sendBytes, reinterpret_cast<uintptr_t>(a.recv) + recvBytes);
-    FW_RETURN_IF_ERROR(reserve(&whole_[0], hi - lo));
-    char* base = static_cast<char*>(whole_[0].data);
+    FW_RETURN_IF_ERROR(whole_[0].reserve(hi - lo));
+    char* base = static_cast<char*>(whole_[0].data());
     FW_RETURN_IF_ERROR(device_.copyAsync(base, reinterpret_cast<const void*>(lo), hi - lo, copyStream_));
     host.send = base + (reinterpret_cast<uintptr_t>(a.send) - lo);
     host.recv = base + (reinterpret_cast<uintptr_t>(a.recv) - lo);
   } else {
-    FW_RETURN_IF_ERROR(reserve(&whole_[0], sendBytes));
-    FW_RETURN_IF_ERROR(reserve(&whole_[1], recvBytes));
-    if (sendBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data, a.send, sendBytes, copyStream_));
+    FW_RETURN_IF_ERROR(whole_[0].reserve(sendBytes));
+    FW_RETURN_IF_ERROR(whole_[1].reserve(recvBytes));
+    if (sendBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data(), a.send, sendBytes, copyStream_));
     if (recvBytes > 0 && a.kind == CollectiveKind::AllToAllv) {
-      FW_RETURN_IF_ERROR(device_.copyAsync(whole_[1].data, a.recv, recvBytes, copyStream_));
+      FW_RETURN_IF_ERROR(device_.copyAsync(whole_[1].data(), a.recv, recvBytes, copyStream_));
     }
-    host.send = sendBytes > 0 ? whole_[0].data : nullptr;
-    host.recv = recvBytes > 0 ? whole_[1].data : nullptr;
+    host.send = sendBytes > 0 ? whole_[0].data() : nullptr;
+    host.recv = recvBytes > 0 ? whole_[1].data() : nullptr;
   }
   FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
   FW_RETURN_IF_ERROR(comm_.collective(host));
@@ -203,6 +191,7 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) 
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (nativeHandles(a)) return runNative(a, stream);
+  if (twoPhase_.handles(a)) return twoPhase_.run(a, stream);
   if (elementwise(a.kind)) return runStagedInSlices(a, stream);
   return runStagedWhole(a, stream);
 }
@@ -215,12 +204,12 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
   }
   const size_t bytes = count * datatypeSize(datatype);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(reserve(&whole_[0], bytes));
+  FW_RETURN_IF_ERROR(whole_[0].reserve(bytes));
   FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));
-  FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data, buf, bytes, copyStream_));
+  FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data(), buf, bytes, copyStream_));
   FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
   Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postSend(whole_[0].data, bytes, peer, &pending));
+  FW_RETURN_IF_ERROR(comm_.postSend(whole_[0].data(), bytes, peer, &pending));
   return comm_.messenger().wait(&pending);
 }
 
@@ -232,12 +221,12 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
   }
   const size_t bytes = count * datatypeSize(datatype);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(reserve(&whole_[1], bytes));
+  FW_RETURN_IF_ERROR(whole_[1].reserve(bytes));
   Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postRecv(whole_[1].data, bytes, peer, &pending));
+  FW_RETURN_IF_ERROR(comm_.postRecv(whole_[1].data(), bytes, peer, &pending));
   FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending));
   FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));  // earlier stream work may still use buf
-  FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data, bytes, copyStream_));
+  FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data(), bytes, copyStream_));
   return device_.synchronize(copyStream_, timeoutMs_);
 }
 
@@ -249,6 +238,7 @@ Status DeviceCollectives::asyncError() {
 void DeviceCollectives::abort() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (native_) native_->abort();
+  twoPhase_.abort();
 }
 
 }  // namespace fairway

@@ -9,6 +9,8 @@
 #include <mutex>
 
 #include "comm/collective_args.h"
+#include "comm/device_two_phase.h"
+#include "comm/staging_buffer.h"
 #include "core/status.h"
 #include "transports/device_runtime.h"
 #include "transports/native_collectives.h"
@@ -31,19 +33,12 @@ class DeviceCollectives {
   void abort();
 
  private:
-  // A pinned host buffer that only grows.
-  struct PinnedBuffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-  };
-
   bool nativeHandles(const CollectiveArgs& args) const;
   Status ensureNative();
   Status runNative(const CollectiveArgs& args, void* stream);
   Status runStagedInSlices(const CollectiveArgs& args, void* stream);
   Status runStagedWhole(const CollectiveArgs& args, void* stream);
   Status ensureStagingResources();
-  Status reserve(PinnedBuffer* buffer, size_t bytes);
 
   Communicator& comm_;
   DeviceRuntime& device_;
@@ -52,8 +47,9 @@ class DeviceCollectives {
   std::unique_ptr<NativeCollectives> native_;
   void* copyStream_ = nullptr;
   void* sliceReady_[2] = {nullptr, nullptr};
-  PinnedBuffer slices_[2];
-  PinnedBuffer whole_[2];  // send and receive sides of an unsliced collective
+  StagingBuffer slices_[2];
+  StagingBuffer whole_[2];  // send and receive sides of an unsliced collective
+  DeviceTwoPhase twoPhase_;  // device collectives across nodes, NCCL inside each
 };
 
 }  // namespace fairway

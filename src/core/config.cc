@@ -27,6 +27,38 @@ Status parseInteger(const char* name, int64_t minValue, int64_t maxValue, int64_
   return Status::ok();
 }
 
+// A byte count: digits with an optional K, M or G suffix (powers of 1024),
+// as the perf binaries' -b and -e take them.
+Status parseBytes(const char* name, size_t minValue, size_t maxValue, size_t* out) {
+  const char* text = env(name);
+  if (text == nullptr) return Status::ok();
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  int shift = 0;
+  if (end != text && *end != '\0' && end[1] == '\0') {
+    switch (*end) {
+      case 'K': case 'k': shift = 10; ++end; break;
+      case 'M': case 'm': shift = 20; ++end; break;
+      case 'G': case 'g': shift = 30; ++end; break;
+      default: break;
+    }
+  }
+  const bool overflows = shift > 0 && value > (~0ULL >> shift);
+  if (errno != 0 || end == text || *end != '\0' || *text == '-' || overflows) {
+    value = 0;  // reported below
+  } else {
+    value <<= shift;
+  }
+  if (value < minValue || value > maxValue) {
+    return Status(fwInvalidArgument, std::string(name) + "=" + text + " is not a byte count in [" +
+                                         std::to_string(minValue) + ", " + std::to_string(maxValue) +
+                                         "] (digits, optionally followed by K, M or G)");
+  }
+  *out = static_cast<size_t>(value);
+  return Status::ok();
+}
+
 void readString(const char* name, std::string* out) {
   if (const char* text = env(name)) *out = text;
 }
@@ -78,28 +110,27 @@ Status Config::fromEnvironment(Config* out) {
   readString("FAIRWAY_TOPO_FILE", &c.topoFile);
   readString("FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
   FW_RETURN_IF_ERROR(parseList("FAIRWAY_NET_DEVICES", &c.netDevices));
-  int64_t segment = static_cast<int64_t>(c.segmentBytes);
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SEGMENT_BYTES", 4096, int64_t{1} << 30, &segment));
-  c.segmentBytes = static_cast<size_t>(segment);
+  FW_RETURN_IF_ERROR(parseBytes("FAIRWAY_SEGMENT_BYTES", 4096, size_t{1} << 30, &c.segmentBytes));
   int64_t depth = c.pipelineDepth;
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_PIPELINE_DEPTH", 1, 64, &depth));
   c.pipelineDepth = static_cast<int>(depth);
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
-  int64_t slice = static_cast<int64_t>(c.sliceBytes);
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SLICE_BYTES", 4096, int64_t{1} << 40, &slice));
-  c.sliceBytes = static_cast<size_t>(slice);
+  FW_RETURN_IF_ERROR(parseBytes("FAIRWAY_SLICE_BYTES", 4096, size_t{1} << 40, &c.sliceBytes));
   int64_t inFlight = c.slicesInFlight;
   FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SLICES_IN_FLIGHT", 1, 16, &inFlight));
   c.slicesInFlight = static_cast<int>(inFlight);
-  int64_t shard = static_cast<int64_t>(c.minShardBytes);
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_MIN_SHARD_BYTES", 1, int64_t{1} << 40, &shard));
-  c.minShardBytes = static_cast<size_t>(shard);
+  FW_RETURN_IF_ERROR(parseBytes("FAIRWAY_MIN_SHARD_BYTES", 1, size_t{1} << 40, &c.minShardBytes));
   if (const char* text = env("FAIRWAY_INTRA_LINK")) {
     FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTRA_LINK", text, &c.intraLink));
+    c.intraLinkSet = true;
   }
   if (const char* text = env("FAIRWAY_INTER_LINK")) {
     FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTER_LINK", text, &c.interLink));
+    c.interLinkSet = true;
   }
+  int64_t measure = 0;
+  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_MEASURE_LINKS", 0, 1, &measure));
+  c.measureLinks = measure == 1;
   *out = c;
   return Status::ok();
 }

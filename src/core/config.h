@@ -32,10 +32,12 @@ struct Config {
   int pipelineDepth = 4;               // FAIRWAY_PIPELINE_DEPTH: segments in flight per peer
   int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: busy-poll this long before blocking
   size_t sliceBytes = 1 << 20;         // FAIRWAY_SLICE_BYTES: two-phase pipeline slice (whole buffer)
-  int slicesInFlight = 4;              // FAIRWAY_SLICES_IN_FLIGHT: two-phase slices in the pipeline
+  int slicesInFlight = 8;              // FAIRWAY_SLICES_IN_FLIGHT: two-phase slices in the pipeline
   size_t minShardBytes = 64 * 1024;    // FAIRWAY_MIN_SHARD_BYTES: smallest per-rank piece of a slice
   LinkModel intraLink = kDefaultIntraLink;  // FAIRWAY_INTRA_LINK: cost model "alpha_us,GBps"
   LinkModel interLink = kDefaultInterLink;  // FAIRWAY_INTER_LINK
+  bool intraLinkSet = false, interLinkSet = false;  // given by the variables: measuring leaves them
+  bool measureLinks = false;           // FAIRWAY_MEASURE_LINKS=1: measure both links at creation
 
   // Reads the environment; an invalid value fails naming the variable.
   static Status fromEnvironment(Config* out);

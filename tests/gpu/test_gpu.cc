@@ -1,6 +1,8 @@
-// Device buffers end to end: a one-rank NCCL communicator, and several ranks
+// Device buffers end to end: a one-rank NCCL communicator, several ranks
 // sharing one GPU over the UCX staging path (NCCL refuses two ranks on one
-// GPU, so the plan must fall back). Each test skips, saying why, where no
+// GPU, so the plan must fall back), and ranks posing as separate nodes,
+// where allreduce, reduce-scatter and allgather run two-phase (NCCL inside
+// each node, staged UCX between). Each test skips, saying why, where no
 // CUDA device is usable.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -50,10 +52,9 @@ std::string whyNoGpu() {
 
 // Runs allreduce, reducescatter, allgather, broadcast and alltoall on device
 // buffers with a stream and checks every element on the host.
-int deviceCollectives(const RankContext& ctx, fwComm_t comm) {
+int deviceCollectives(const RankContext& ctx, fwComm_t comm, size_t count) {
   int failures = 0;
   const int n = ctx.nranks;
-  const size_t count = (size_t{3} << 20) + 5;  // several staging slices, not a multiple of anything
   std::vector<float> host(count * n);
   float* send = nullptr;
   float* recv = nullptr;
@@ -89,6 +90,12 @@ int deviceCollectives(const RankContext& ctx, fwComm_t comm) {
   download(count);
   expect(count, [&](size_t i) { return ranksSum + n * static_cast<float>(i % 7); }, "allreduce");
 
+  // In place: recv holds the input.
+  cudaMemcpy(recv, send, count * sizeof(float), cudaMemcpyDeviceToDevice);
+  RANK_CHECK(ctx, fwAllReduce(recv, recv, count, fwFloat32, fwSum, comm, stream) == fwSuccess, "in-place allreduce");
+  download(count);
+  expect(count, [&](size_t i) { return ranksSum + n * static_cast<float>(i % 7); }, "in-place allreduce");
+
   RANK_CHECK(ctx, fwReduceScatter(send, recv, count, fwFloat32, fwSum, comm, stream) == fwSuccess, "reducescatter");
   download(count);
   expect(count, [&](size_t i) { return ranksSum + n * static_cast<float>((r * count + i) % 7); }, "reducescatter");
@@ -107,6 +114,13 @@ int deviceCollectives(const RankContext& ctx, fwComm_t comm) {
   expect(count * n, [&](size_t i) { return static_cast<float>(i / count + (r * count + i % count) % 7); },
          "alltoall");
 
+  // In-place allgather: this rank's block already sits at its place in recv.
+  cudaMemcpy(recv + r * count, send, count * sizeof(float), cudaMemcpyDeviceToDevice);
+  RANK_CHECK(ctx, fwAllGather(recv + r * count, recv, count, fwFloat32, comm, stream) == fwSuccess,
+             "in-place allgather");
+  download(count * n);
+  expect(count * n, [&](size_t i) { return static_cast<float>(i / count + (i % count) % 7); }, "in-place allgather");
+
   cudaFree(send);
   cudaFree(recv);
   cudaStreamDestroy(stream);
@@ -122,7 +136,8 @@ TEST(Gpu, OneRankNcclCommunicator) {
     fwComm_t comm = nullptr;
     RANK_CHECK(ctx, fwCommInitRank(&comm, 1, ctx.id, 0) == fwSuccess, "init with NCCL forced");
     if (comm == nullptr) return failures;
-    failures += deviceCollectives(ctx, comm);
+    // Several staging slices, and not a multiple of anything.
+    failures += deviceCollectives(ctx, comm, (size_t{3} << 20) + 5);
     RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
   });
@@ -137,12 +152,32 @@ TEST(Gpu, RanksSharingOneGpuUseUcxStaging) {
     fwComm_t comm = nullptr;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     if (comm == nullptr) return failures;
-    failures += deviceCollectives(ctx, comm);
+    failures += deviceCollectives(ctx, comm, (size_t{3} << 20) + 5);
     // Host buffers with a stream are refused; device buffers in a non-blocking call too.
     float x = 0;
     int fakeStream = 0;
     RANK_CHECK(ctx, fwAllReduce(&x, &x, 1, fwFloat32, fwSum, comm, &fakeStream) == fwInvalidUsage,
                "host buffers with a stream");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// Each rank its own node: the node communicators are one NCCL rank each
+// (so one GPU serves them all) and the rail phase crosses "nodes" over UCX.
+TEST(Gpu, RanksOnSeparateNodesRunTwoPhase) {
+  SKIP_WITHOUT_GPU();
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    setenv("FAIRWAY_NODE_ID", ("gpu-node-" + std::to_string(ctx.rank)).c_str(), 1);
+    cudaSetDevice(0);
+    fwComm_t comm = nullptr;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    if (comm == nullptr) return failures;
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, (size_t{3} << 20) + 5}) {
+      failures += deviceCollectives(ctx, comm, count);
+    }
     RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
   });

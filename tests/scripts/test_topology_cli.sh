@@ -55,6 +55,13 @@ expect fail 'inter-node level' "a forced network device that does not exist fail
   "$fairwayrun" -np 2 --nodes 2 -x FAIRWAY_NET_DEVICES=nosuchnic0 "$info"
 expect 0 'inter-node network device lo \(FAIRWAY_NET_DEVICES' "FAIRWAY_NET_DEVICES picks the device" -- \
   "$fairwayrun" -np 2 --nodes 2 -x FAIRWAY_NET_DEVICES=lo -x FAIRWAY_DEBUG=INFO "$info"
+expect 0 'links for the cost model: intra-node [0-9.]+ us, [0-9.]+ GB/s \(measured\); inter-node [0-9.]+ us, [0-9.]+ GB/s \(measured\)' \
+  "FAIRWAY_MEASURE_LINKS measures both links at creation" -- \
+  env FAIRWAY_MEASURE_LINKS=1 FAIRWAY_DEBUG=INFO "$fairwayrun" -np 4 --nodes 2 "$info"
+expect 0 'inter-node 20.00 us, 2.00 GB/s \(FAIRWAY_INTER_LINK\)' "a link given by its variable is not replaced" -- \
+  env FAIRWAY_MEASURE_LINKS=1 FAIRWAY_INTER_LINK=20,2 FAIRWAY_DEBUG=INFO "$fairwayrun" -np 4 --nodes 2 "$info"
+expect fail 'FAIRWAY_MEASURE_LINKS=yes is not an integer in \[0, 1\]' "a bad FAIRWAY_MEASURE_LINKS is named" -- \
+  env FAIRWAY_MEASURE_LINKS=yes "$info"
 
 echo "$failures failures"
 [ "$failures" -eq 0 ]

@@ -93,7 +93,7 @@ class ConfigEnv : public ::testing::Test {
  protected:
   void TearDown() override {
     for (const char* v : {"FAIRWAY_TIMEOUT_MS", "FAIRWAY_TRANSPORT", "FAIRWAY_ALGO", "FAIRWAY_SEGMENT_BYTES",
-                          "FAIRWAY_PIPELINE_DEPTH"}) {
+                          "FAIRWAY_PIPELINE_DEPTH", "FAIRWAY_SLICE_BYTES"}) {
       unsetenv(v);
     }
   }
@@ -109,6 +109,11 @@ TEST_F(ConfigEnv, DefaultsAndOverrides) {
   EXPECT_EQ(c.timeoutMs, 1500);
   EXPECT_EQ(c.algoOverrides.at("allreduce"), "ring");
   EXPECT_EQ(c.algoOverrides.at("allgather"), "bruck");
+  setenv("FAIRWAY_SLICE_BYTES", "2M", 1);
+  setenv("FAIRWAY_SEGMENT_BYTES", "65536", 1);
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.sliceBytes, size_t{2} << 20);
+  EXPECT_EQ(c.segmentBytes, size_t{65536});
 }
 
 TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {
@@ -126,6 +131,10 @@ TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {
   setenv("FAIRWAY_ALGO", "", 1);
   setenv("FAIRWAY_SEGMENT_BYTES", "12x", 1);
   EXPECT_NE(Config::fromEnvironment(&c).message().find("FAIRWAY_SEGMENT_BYTES"), std::string::npos);
+  for (const char* bad : {"2T", "-1M", "M", "1KB", "99999999999999G"}) {
+    setenv("FAIRWAY_SEGMENT_BYTES", bad, 1);
+    EXPECT_EQ(Config::fromEnvironment(&c).code(), fwInvalidArgument) << bad;
+  }
 }
 
 TEST(Selector, SizeBasedDefaultsAndOverrides) {

@@ -199,7 +199,9 @@ TEST(TransportPlan, GpuNodeUsesNcclInsideAndUcxBetweenNodes) {
   EXPECT_EQ(plan.intraDevice, DevicePath::Nccl);
   EXPECT_EQ(plan.interDevice, DevicePath::UcxStaged);
   EXPECT_EQ(plan.deviceCollectives, DevicePath::UcxStaged);
-  EXPECT_TRUE(hasReason(plan, "device collectives spanning 2 nodes: ucx-staged", true));
+  EXPECT_TRUE(plan.deviceTwoPhase);
+  EXPECT_TRUE(hasReason(plan, "device collectives spanning 2 nodes: allreduce, reduce-scatter and allgather "
+                              "two-phase (nccl inside each node, ucx-staged between nodes)", false));
 
   in.ucxReachesCudaMemory = true;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
@@ -246,6 +248,7 @@ TEST(TransportPlan, OverridesAreHonouredOrRefused) {
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
   EXPECT_EQ(plan.interDevice, DevicePath::Nccl);
   EXPECT_EQ(plan.deviceCollectives, DevicePath::Nccl);
+  EXPECT_FALSE(plan.deviceTwoPhase);
   EXPECT_TRUE(hasReason(plan, "inter-node host buffers: ucx (FAIRWAY_TRANSPORT=nccl applies to device buffers", false));
 
   // A specific level's variable wins over FAIRWAY_TRANSPORT.

@@ -62,6 +62,12 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
   void freePinned(void* pointer) override { (void)cudaFreeHost(pointer); }
 
+  Status allocateDevice(size_t bytes, void** out) override {
+    cudaError_t e = cudaMalloc(out, bytes);
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMalloc", e);
+  }
+  void freeDevice(void* pointer) override { (void)cudaFree(pointer); }
+
   Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMemcpyAsync", e);
