@@ -144,4 +144,8 @@ size_t countWrong(const void* actual, const void* expected, fwDataType_t datatyp
   return dispatch<CountWrong>(datatype, actual, expected, count, tolerance);
 }
 
+void corruptFirst(void* buf, fwDataType_t datatype) {
+  static_cast<unsigned char*>(buf)[elementSize(datatype) - 1] ^= 0xFF;  // little-endian: the sign and exponent
+}
+
 }  // namespace fairway::check

@@ -25,4 +25,8 @@ void fillReduced(void* out, fwDataType_t datatype, fwRedOp_t op, int nranks, siz
 // 1e-12 double: avg's division is the only inexact step).
 size_t countWrong(const void* actual, const void* expected, fwDataType_t datatype, size_t count);
 
+// Makes element 0 of buf wrong in every datatype (flips its most
+// significant byte), for tests that the check catches a bad result.
+void corruptFirst(void* buf, fwDataType_t datatype);
+
 }  // namespace fairway::check

@@ -161,6 +161,14 @@ class Sweep {
   }
 
   bool run(double* busbwSum, int* rows, uint64_t* wrongTotal) {
+    size_t sizes = 0;
+    for (size_t bytes = o_.minBytes;; bytes = next(bytes)) {
+      ++sizes;
+      if (bytes >= o_.maxBytes) break;
+    }
+    const size_t total = sizes * o_.types.size() * o_.ops.size();
+    const auto start = std::chrono::steady_clock::now();
+    auto lastProgress = start;
     for (fwDataType_t type : o_.types) {
       for (fwRedOp_t op : o_.ops) {
         for (size_t bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = next(bytes)) {
@@ -168,21 +176,27 @@ class Sweep {
           size_t count = bytes / es;
           PerfBuffers b{send_, recv_, count, type, op, o_.root, comm_, rank_, nranks_};
           Measurement out, in;
-          if (!measure(b, false, &out) || !measure(b, true, &in)) return false;
+          const bool hasInPlace = c_.inPlaceSend != nullptr;
+          if (!measure(b, false, &out) || (hasInPlace && !measure(b, true, &in))) return false;
           double sizeBytes = static_cast<double>(count * es);
-          double algOut = sizeBytes / out.timeUs / 1e3, algIn = sizeBytes / in.timeUs / 1e3;
+          double algOut = sizeBytes / out.timeUs / 1e3, algIn = hasInPlace ? sizeBytes / in.timeUs / 1e3 : 0;
           double factor = c_.busFactor(nranks_);
           if (rank_ == 0) {
-            std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6llu  %7.2f  %6.2f  %6.2f  %6llu\n",
-                        count * es, count, typeName(type), c_.usesOp ? kOpNames[op] : "none",
-                        c_.usesRoot ? o_.root : -1, out.timeUs, algOut, algOut * factor,
-                        static_cast<unsigned long long>(out.wrong), in.timeUs, algIn, algIn * factor,
-                        static_cast<unsigned long long>(in.wrong));
+            std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6llu", count * es, count, typeName(type),
+                        c_.usesOp ? kOpNames[op] : "none", c_.usesRoot ? o_.root : -1, out.timeUs, algOut,
+                        algOut * factor, static_cast<unsigned long long>(out.wrong));
+            if (hasInPlace) {
+              std::printf("  %7.2f  %6.2f  %6.2f  %6llu\n", in.timeUs, algIn, algIn * factor,
+                          static_cast<unsigned long long>(in.wrong));
+            } else {
+              std::printf("  %7s  %6s  %6s  %6s\n", "N/A", "N/A", "N/A", "N/A");
+            }
             std::fflush(stdout);
           }
-          *busbwSum += (algOut + algIn) / 2 * factor;
+          *busbwSum += (hasInPlace ? (algOut + algIn) / 2 : algOut) * factor;
           ++*rows;
           *wrongTotal += out.wrong + in.wrong;
+          reportProgress(static_cast<size_t>(*rows), total, start, &lastProgress);
           if (bytes == o_.maxBytes) break;
         }
       }
@@ -191,6 +205,18 @@ class Sweep {
   }
 
  private:
+  // Long sweeps say how far they are, on stderr (the table stays clean),
+  // at most every kProgressSeconds.
+  void reportProgress(size_t done, size_t total, std::chrono::steady_clock::time_point start,
+                      std::chrono::steady_clock::time_point* last) const {
+    constexpr double kProgressSeconds = 10;
+    const auto now = std::chrono::steady_clock::now();
+    if (rank_ != 0 || done == total || std::chrono::duration<double>(now - *last).count() < kProgressSeconds) return;
+    *last = now;
+    std::fprintf(stderr, "# progress: %zu of %zu rows done, %.0f s elapsed\n", done, total,
+                 std::chrono::duration<double>(now - start).count());
+  }
+
   size_t next(size_t bytes) const {
     size_t n = o_.stepFactor > 1 ? static_cast<size_t>(bytes * o_.stepFactor) : bytes + o_.stepBytes;
     if (n <= bytes) n = bytes + 1;
@@ -218,6 +244,7 @@ class Sweep {
       c_.fillInput(b, seed_);
       FW_CHECK(c_.run(b));
       size_t compare = c_.fillExpected(b, expected_, seed_);
+      if (corruptForTest_ && compare > 0) check::corruptFirst(b.recv, b.datatype);
       uint64_t wrong = check::countWrong(b.recv, expected_, b.datatype, compare);
       FW_CHECK(fwAllReduce(&wrong, &m->wrong, 1, fwUint64, fwSum, comm_, nullptr));
     }
@@ -246,6 +273,10 @@ class Sweep {
   void* expected_ = nullptr;
   size_t sendBytesCap_ = 0, recvBytesCap_ = 0;
   int seed_ = 0;
+  // FAIRWAY_PERF_TEST_CORRUPT=1: spoil one received element before each
+  // check, so a test can see that a wrong result fails the run.
+  const bool corruptForTest_ = std::getenv("FAIRWAY_PERF_TEST_CORRUPT") != nullptr &&
+                               std::string(std::getenv("FAIRWAY_PERF_TEST_CORRUPT")) == "1";
 };
 
 void printHeader(const PerfCollective& c, const Options& o, int nranks) {

@@ -30,7 +30,8 @@ struct PerfCollective {
   size_t (*recvElements)(size_t count, int nranks);
   // busbw = algbw * busFactor(nranks), nccl-tests' formula.
   double (*busFactor)(int nranks);
-  // Where the send data lives inside recv for the in-place run.
+  // Where the send data lives inside recv for the in-place run (NULL: the
+  // collective has no in-place form; those columns print N/A).
   void* (*inPlaceSend)(const PerfBuffers& b);
   // Where the result goes in the in-place run (NULL: b.recv itself), e.g.
   // reduce-scatter's recvbuff = sendbuff + rank * recvcount.

@@ -10,10 +10,11 @@
 # check of 256 MiB on 8 ranks takes minutes on a small machine and does not
 # change the timings); #wrong counts those checks.
 #
-#   sudo scripts/bench_two_phase.sh [REPEATS] [NODES] [PER_NODE] [RATE_GBIT] [MAX_SIZE]
+#   sudo scripts/bench_two_phase.sh [REPEATS] [NODES] [PER_NODE] [RATE_GBIT] [MAX_SIZE] [COLLECTIVES]
+# COLLECTIVES: "all_reduce reduce_scatter" (the default) or either one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-repeats=${1:-3} nodes=${2:-2} per_node=${3:-4} rate=${4:-2} max=${5:-256M}
+repeats=${1:-3} nodes=${2:-2} per_node=${3:-4} rate=${4:-2} max=${5:-256M} colls=${6:-all_reduce reduce_scatter}
 bin=build/bin
 if [ "$(id -u)" -ne 0 ]; then
   echo "$0: needs root for the emulated cluster; skipped"
@@ -22,7 +23,7 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for ((i = 1; i <= repeats; i++)); do
-  for coll in all_reduce reduce_scatter; do
+  for coll in $colls; do
     short=${coll/_/}
     for algo in ring twophase; do
       scripts/emulate_cluster.sh -n "$nodes" -r "$per_node" -b "${rate}gbit" -x FAIRWAY_ALGO="${short}:${algo}" -- \
@@ -32,9 +33,10 @@ for ((i = 1; i <= repeats; i++)); do
   done
   echo "# repeat $i of $repeats done" >&2
 done
-python3 - "$out" "$repeats" "$nodes" "$per_node" "$rate" <<'PY'
+python3 - "$out" "$repeats" "$nodes" "$per_node" "$rate" "$colls" <<'PY'
 import statistics, sys, glob
 out, repeats, M, D, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+colls = sys.argv[6].split()
 n = M * D
 bound = rate / 8 * M / (M - 1) * (n - 1) / n
 def table(path, factor):
@@ -45,7 +47,7 @@ def table(path, factor):
         if len(f) >= 13 and f[0].isdigit():
             rows[int(f[0])] = (int(f[0]) / float(f[5]) / 1e3 * factor, int(f[8]) + int(f[12]))
     return rows
-for coll in ("all_reduce", "reduce_scatter"):
+for coll in colls:
     factor = (2.0 if coll == "all_reduce" else 1.0) * (n - 1) / n
     runs = {a: [table(f"{out}/{coll}.{a}.{i}", factor) for i in range(1, repeats + 1)] for a in ("ring", "twophase")}
     print(f"\n{coll}: {M} nodes x {D} ranks, {rate:g} Gbit/s links, out-of-place busbw GB/s, median of {repeats}; "
