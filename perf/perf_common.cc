@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,19 @@ struct Options {
   int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max
   std::vector<fwDataType_t> types{fwFloat32};
   std::vector<fwRedOp_t> ops{fwSum};
+  int blocking = 1;       // -z: host calls always return complete, so 0 and 1 time the same
+  std::string jsonPath;   // -J: also write the results here as JSON
+};
+
+// One row of the table, kept for -J.
+struct Row {
+  size_t bytes, count;
+  fwDataType_t type;
+  fwRedOp_t op;
+  int root;
+  double timeUs[2], algbw[2], busbw[2];  // [0] out-of-place, [1] in-place
+  uint64_t wrong[2];
+  bool hasInPlace;
 };
 
 const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
@@ -65,15 +79,17 @@ bool parseInt(const char* text, int* out) {
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
-               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3]\n"
+               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json]\n"
                "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double; ops: sum prod max min avg\n"
-               "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n",
+               "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
+               "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
+               "  -J: write the rows and the summary as JSON to file.json (rank 0)\n",
                argv0);
 }
 
 bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
   int c;
-  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:h")) != -1) {
+  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:z:J:h")) != -1) {
     bool ok = true;
     switch (c) {
       case 'b': ok = parseSize(optarg, &o->minBytes); break;
@@ -85,6 +101,8 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
       case 'c': ok = parseInt(optarg, &o->check); break;
       case 'r': ok = parseInt(optarg, &o->root); break;
       case 'a': ok = parseInt(optarg, &o->average) && o->average <= 3; break;
+      case 'z': ok = parseInt(optarg, &o->blocking) && o->blocking <= 1; break;
+      case 'J': o->jsonPath = optarg; ok = !o->jsonPath.empty(); break;
       case 'd': {
         o->types.clear();
         for (size_t i = 0; i < 10; ++i) {
@@ -160,6 +178,8 @@ class Sweep {
     std::free(expected_);
   }
 
+  const std::vector<Row>& rows() const { return rows_; }
+
   bool run(double* busbwSum, int* rows, uint64_t* wrongTotal) {
     size_t sizes = 0;
     for (size_t bytes = o_.minBytes;; bytes = next(bytes)) {
@@ -193,6 +213,8 @@ class Sweep {
             }
             std::fflush(stdout);
           }
+          rows_.push_back(Row{count * es, count, type, op, c_.usesRoot ? o_.root : -1, {out.timeUs, in.timeUs},
+                              {algOut, algIn}, {algOut * factor, algIn * factor}, {out.wrong, in.wrong}, hasInPlace});
           *busbwSum += (hasInPlace ? (algOut + algIn) / 2 : algOut) * factor;
           ++*rows;
           *wrongTotal += out.wrong + in.wrong;
@@ -266,6 +288,7 @@ class Sweep {
 
   const PerfCollective& c_;
   const Options& o_;
+  std::vector<Row> rows_;
   fwComm_t comm_;
   int rank_, nranks_;
   void* send_ = nullptr;
@@ -278,6 +301,38 @@ class Sweep {
   const bool corruptForTest_ = std::getenv("FAIRWAY_PERF_TEST_CORRUPT") != nullptr &&
                                std::string(std::getenv("FAIRWAY_PERF_TEST_CORRUPT")) == "1";
 };
+
+// -J: the same rows and summary as the table, for scripts and plots.
+bool writeJson(const std::string& path, const PerfCollective& c, const Options& o, int nranks,
+               const std::vector<Row>& rows, double avgBusbw, uint64_t wrong) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "%s: cannot write %s: %s\n", c.name, path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::fprintf(f, "{\n  \"benchmark\": \"%s\",\n  \"library\": \"Fairway %d.%d.%d\",\n  \"ranks\": %d,\n",
+               c.name, FAIRWAY_MAJOR, FAIRWAY_MINOR, FAIRWAY_PATCH, nranks);
+  std::fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %d,\n  \"busbw_factor\": %.6f,\n  \"rows\": [",
+               o.iters, o.warmup, o.check, c.busFactor(nranks));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d",
+                 i ? "," : "", r.bytes, r.count, typeName(r.type), c.usesOp ? kOpNames[r.op] : "none", r.root);
+    for (int p = 0; p < 2; ++p) {
+      const char* key = p == 0 ? "out_of_place" : "in_place";
+      if (p == 1 && !r.hasInPlace) {
+        std::fprintf(f, ", \"%s\": null", key);
+        continue;
+      }
+      std::fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %llu}",
+                   key, r.timeUs[p], r.algbw[p], r.busbw[p], static_cast<unsigned long long>(r.wrong[p]));
+    }
+    std::fprintf(f, "}");
+  }
+  std::fprintf(f, "\n  ],\n  \"avg_busbw_gbps\": %.6f,\n  \"wrong\": %llu\n}\n", avgBusbw,
+               static_cast<unsigned long long>(wrong));
+  return std::fclose(f) == 0;
+}
 
 void printHeader(const PerfCollective& c, const Options& o, int nranks) {
   std::printf("# %s: Fairway %d.%d.%d, %d ranks, minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d "
@@ -324,6 +379,9 @@ int runPerf(int argc, char** argv, const PerfCollective& collective) {
   {
     Sweep sweep(collective, o, comm, rank, nranks);
     ok = sweep.allocate() && sweep.run(&busbwSum, &rows, &wrong);
+    if (ok && rank == 0 && !o.jsonPath.empty()) {
+      ok = writeJson(o.jsonPath, collective, o, nranks, sweep.rows(), rows ? busbwSum / rows : 0.0, wrong);
+    }
   }
   if (ok && rank == 0) {
     rusage usage{};
