@@ -10,6 +10,7 @@ packages=(
   libhwloc-dev hwloc                        # topology
   libgtest-dev googletest                   # tests
   openmpi-bin libopenmpi-dev libgloo-dev    # peers for side-by-side benchmarks
+  gnuplot-nox                               # their plot (scripts/compare.sh)
   iproute2 python3                          # scripts
 )
 missing=()

@@ -39,13 +39,14 @@ DeviceTwoPhase::~DeviceTwoPhase() {
   // Every rank frees its sub-communicators at the same point (the parent's
   // destruction), so their closing barriers meet.
   for (Communicator* sub : {node_.get(), rail_.get()}) {
-    if (sub == nullptr) continue;
+    if (sub == nullptr || aborted_) continue;
     Status st = sub->destroy();
     if (!st.isOk()) FW_LOG(Warn, Coll, "closing a two-phase sub-communicator: %s", st.message().c_str());
   }
 }
 
 void DeviceTwoPhase::abort() {
+  aborted_ = true;
   if (node_) node_->abort();
   if (rail_) rail_->abort();
 }

@@ -66,6 +66,7 @@ class DeviceTwoPhase {
   std::unique_ptr<Communicator> node_;  // this node's ranks, by local rank
   std::unique_ptr<Communicator> rail_;  // this rail's ranks, by node
   std::unique_ptr<SliceBuffers> slices_[2];
+  bool aborted_ = false;  // after abort() the sub-communicators are closed without a barrier
 };
 
 }  // namespace fairway

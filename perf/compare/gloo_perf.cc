@@ -1,0 +1,103 @@
+// Gloo's collectives (allreduce, ReduceScatterHalvingDoubling, allgather)
+// over its TCP transport on the sweep and columns of Fairway's perf
+// binaries, for scripts/compare.sh. Rank and size come from the launcher's
+// variables (fairwayrun's, torchrun's, Open MPI's or Slurm's); the ranks
+// meet through a Gloo FileStore in GLOO_STORE_DIR.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <memory>
+#include <vector>
+
+#include "perf/compare/peer_sweep.h"
+
+using namespace fairway::peer;
+
+namespace {
+
+int envInt(const char* const* names, int fallback) {
+  for (const char* const* n = names; *n != nullptr; ++n) {
+    if (const char* v = std::getenv(*n)) return std::atoi(v);
+  }
+  return fallback;
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static const char* const kRank[] = {"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", nullptr};
+  static const char* const kSize[] = {"FAIRWAY_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
+                                      nullptr};
+  const int rank = envInt(kRank, -1), nranks = envInt(kSize, -1);
+  const char* storeDir = std::getenv("GLOO_STORE_DIR");
+  Options o;
+  if (!parseOptions(argc, argv, &o) || rank < 0 || nranks < 1 || storeDir == nullptr) {
+    usage(argv[0]);
+    std::fprintf(stderr, "  needs a launcher's rank and size variables and GLOO_STORE_DIR (a directory all ranks see)\n");
+    return 2;
+  }
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  gloo::rendezvous::FileStore store(storeDir);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, nranks);
+  context->connectFullMesh(store, device);
+
+  std::vector<float> send(o.maxBytes / sizeof(float) + 1, 1.0f), recv(o.maxBytes / sizeof(float) + 1, 0.0f);
+  // The reduce-scatter is an algorithm object bound to its buffer and
+  // sizes: built (a collective step) at the first call of each size.
+  std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> reduceScatter;
+  size_t reduceScatterBlock = 0;
+  auto run = [&](size_t block) {
+    switch (o.collective) {
+      case Collective::AllReduce: {
+        gloo::AllreduceOptions opts(context);
+        opts.setInput(send.data(), block);
+        opts.setOutput(recv.data(), block);
+        opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+        gloo::allreduce(opts);
+        break;
+      }
+      case Collective::ReduceScatter: {
+        if (!reduceScatter || reduceScatterBlock != block) {
+          reduceScatter = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+              context, std::vector<float*>{send.data()}, static_cast<int>(block * nranks),
+              std::vector<int>(nranks, static_cast<int>(block)));
+          reduceScatterBlock = block;
+        }
+        reduceScatter->run();
+        break;
+      }
+      case Collective::AllGather: {
+        gloo::AllgatherOptions opts(context);
+        opts.setInput(send.data(), block);
+        opts.setOutput(recv.data(), block * nranks);
+        gloo::allgather(opts);
+        break;
+      }
+    }
+  };
+  auto barrier = [&] {
+    gloo::BarrierOptions opts(context);
+    gloo::barrier(opts);
+  };
+  auto mean = [&](double x) {
+    double sum = 0;
+    gloo::AllreduceOptions opts(context);
+    opts.setInput(&x, 1);
+    opts.setOutput(&sum, 1);
+    opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<double>));
+    gloo::allreduce(opts);
+    return sum / nranks;
+  };
+  sweep(o, "Gloo", rank, nranks, run, barrier, mean);
+  return 0;
+}

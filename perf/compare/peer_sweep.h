@@ -1,0 +1,91 @@
+// What the peer benchmarks (Open MPI, Gloo) share with Fairway's perf
+// binaries: the flags they take (-C collective -b -e -f -n -w), nccl-tests'
+// sizes and busbw factors, the timing rule (mean over ranks of the time per
+// iteration after a barrier) and the columns, so that compare.sh reads all
+// three libraries' output the same way. float32 sum only.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace fairway::peer {
+
+enum class Collective { AllReduce, ReduceScatter, AllGather };
+
+struct Options {
+  Collective collective = Collective::AllReduce;
+  size_t minBytes = 8, maxBytes = 64 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5;
+};
+
+inline const char* collectiveName(Collective c) {
+  return c == Collective::AllReduce ? "allreduce" : c == Collective::ReduceScatter ? "reducescatter" : "allgather";
+}
+
+// nccl-tests: allreduce moves 2(n-1)/n of the buffer per rank, the others (n-1)/n.
+inline double busFactor(Collective c, int n) {
+  return (c == Collective::AllReduce ? 2.0 : 1.0) * (n - 1) / n;
+}
+
+// Sizes as in nccl-tests: the whole buffer, which reduce-scatter's input and
+// allgather's output are (n blocks of count / n).
+inline size_t blockCount(Collective c, size_t count, int n) {
+  return c == Collective::AllReduce ? count : count / static_cast<size_t>(n);
+}
+
+inline bool parseOptions(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) return false;
+    const char* v = argv[i + 1];
+    if (!std::strcmp(argv[i], "-C")) {
+      if (!std::strcmp(v, "allreduce")) o->collective = Collective::AllReduce;
+      else if (!std::strcmp(v, "reducescatter")) o->collective = Collective::ReduceScatter;
+      else if (!std::strcmp(v, "allgather")) o->collective = Collective::AllGather;
+      else return false;
+    } else if (!std::strcmp(argv[i], "-b")) o->minBytes = std::strtoull(v, nullptr, 10);
+    else if (!std::strcmp(argv[i], "-e")) o->maxBytes = std::strtoull(v, nullptr, 10);
+    else if (!std::strcmp(argv[i], "-f")) o->factor = std::strtod(v, nullptr);
+    else if (!std::strcmp(argv[i], "-n")) o->iters = std::atoi(v);
+    else if (!std::strcmp(argv[i], "-w")) o->warmup = std::atoi(v);
+    else return false;
+  }
+  return o->minBytes > 0 && o->minBytes <= o->maxBytes && o->factor > 1 && o->iters > 0 && o->warmup >= 0;
+}
+
+inline void usage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s [-C allreduce|reducescatter|allgather] [-b bytes] [-e bytes] [-f factor] "
+                       "[-n iters] [-w warmup]\n", argv0);
+}
+
+// run(blockCount) runs the collective once; barrier() and meanOverRanks(x)
+// are the library's own. Prints nccl-tests' out-of-place columns on rank 0.
+template <typename Run, typename Barrier, typename Mean>
+void sweep(const Options& o, const char* library, int rank, int nranks, Run run, Barrier barrier,
+           Mean meanOverRanks) {
+  if (rank == 0) {
+    std::printf("# %s %s float sum, %d ranks\n", library, collectiveName(o.collective), nranks);
+    std::fflush(stdout);
+  }
+  for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes = static_cast<size_t>(bytes * o.factor)) {
+    const size_t count = bytes / sizeof(float);
+    const size_t block = blockCount(o.collective, count, nranks);
+    for (int i = 0; i < o.warmup; ++i) run(block);
+    barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.iters; ++i) run(block);
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+    double mean = meanOverRanks(us);
+    double algbw = static_cast<double>(count * sizeof(float)) / mean / 1e3;
+    if (rank == 0) {
+      std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f\n", count * sizeof(float), count, "float", "sum", -1,
+                  mean, algbw, algbw * busFactor(o.collective, nranks));
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace fairway::peer

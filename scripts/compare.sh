@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Side by side, same ranks, same machine, same run: Fairway's perf binaries,
+# Open MPI's MPI collectives over UCX (build/bin/mpi_perf under mpirun) and
+# Gloo over TCP (build/bin/gloo_perf under fairwayrun), float32 sum, host
+# buffers. The three alternate REPEATS times for every rank count,
+# collective and size range; out-of-place busbw per size is the median.
+# Writes OUTDIR/compare.md (busbw and Fairway/peer ratios) and
+# OUTDIR/compare.png (busbw against size, one panel per collective and
+# rank count), and prints the table.
+#
+#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-o OUTDIR]
+#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -o compare-results
+#   FAIRWAY_BIN: the build's bin directory (default build/bin)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M outdir=compare-results
+while getopts "r:n:c:b:e:o:h" flag; do
+  case $flag in
+    r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
+    b) min=$OPTARG ;; e) max=$OPTARG ;; o) outdir=$OPTARG ;;
+    *) sed -n '2,14p' "$0"; exit 2 ;;
+  esac
+done
+bytes() { numfmt --from=iec "$1"; }
+min=$(bytes "$min") max=$(bytes "$max")
+bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
+for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf mpi_perf gloo_perf; do
+  [ -x "$bin/$b" ] || { echo "$0: $bin/$b is missing: run scripts/setup.sh (it installs Open MPI and Gloo)" >&2; exit 1; }
+done
+for c in $colls; do
+  case $c in allreduce|reducescatter|allgather) ;; *) echo "$0: unknown collective $c" >&2; exit 2 ;; esac
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$outdir"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+raw=$work/raw
+
+fairway_binary() {
+  case $1 in allreduce) echo all_reduce_perf ;; reducescatter) echo reduce_scatter_perf ;; allgather) echo all_gather_perf ;; esac
+}
+# Iterations shrink as sizes grow so every timed window lasts tens of
+# milliseconds: on shared cores a window of a few milliseconds measures the
+# scheduler, not the library. Every library gets the same settings.
+ranges=("4096 65536 1000 50" "131072 1048576 200 10" "2097152 8388608 40 4" "16777216 1073741824 8 2")
+# Columns of the perf output: size is $1, out-of-place time (us) is $6;
+# busbw is computed from the time (the printed one has two decimals).
+collect() { awk -v lib="$1" -v np="$2" -v c="$3" '!/^#/ && NF >= 8 {print lib, np, c, $1, $6}' >> "$raw"; }
+
+for np in $ranks; do
+  for rep in $(seq "$repeats"); do
+    for c in $colls; do
+      for r in "${ranges[@]}"; do
+        read -r lo hi iters warm <<< "$r"
+        (( lo < min )) && lo=$min
+        (( hi > max )) && hi=$max
+        (( lo > hi )) && continue
+        sweep="-b $lo -e $hi -f 2 -n $iters -w $warm"
+        # shellcheck disable=SC2086
+        "$bin/fairwayrun" -np "$np" "$bin/$(fairway_binary "$c")" $sweep -c 0 | collect fairway "$np" "$c"
+        # shellcheck disable=SC2086
+        mpirun -np "$np" --oversubscribe --bind-to core:overload-allowed --mca pml ucx --mca pml_ucx_tls any \
+          --mca pml_ucx_devices any "$bin/mpi_perf" -C "$c" $sweep 2>/dev/null | collect ompi "$np" "$c"
+        # Gloo's TCP transport runs a helper thread per rank: bound to the
+        # rank's one core it would wait a scheduler slice per message.
+        store=$(mktemp -d -p "$work")
+        # shellcheck disable=SC2086
+        "$bin/fairwayrun" -np "$np" --bind none -x GLOO_STORE_DIR="$store" "$bin/gloo_perf" -C "$c" $sweep | collect gloo "$np" "$c"
+      done
+    done
+    echo "# $np ranks: repeat $rep of $repeats done" >&2
+  done
+done
+
+python3 - "$raw" "$repeats" "$outdir" <<'PY'
+import collections, statistics, sys
+raw, repeats, outdir = sys.argv[1], sys.argv[2], sys.argv[3]
+runs = collections.defaultdict(list)
+def bus_factor(coll, n):  # nccl-tests' formulas
+    return (2.0 if coll == "allreduce" else 1.0) * (n - 1) / n
+for line in open(raw):
+    lib, np, coll, size, time_us = line.split()
+    busbw = int(size) / float(time_us) / 1e3 * bus_factor(coll, int(np))
+    runs[(coll, int(np), int(size), lib)].append(busbw)
+libs = ("fairway", "ompi", "gloo")
+def human(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+lines = [f"float32 sum, host buffers, out-of-place busbw GB/s (nccl-tests formulas), median of {repeats} "
+         "interleaved runs per library; Open MPI over UCX, Gloo over TCP", ""]
+data = open(f"{outdir}/compare.dat", "w")
+panels = sorted({(c, np) for c, np, _, _ in runs}, key=lambda k: (["allreduce", "reducescatter", "allgather"].index(k[0]), k[1]))
+for index, (coll, np) in enumerate(panels):
+    lines += [f"### {coll}, {np} ranks", "",
+              "| size | Fairway | Open MPI | Gloo | Fairway / Open MPI | Fairway / Gloo |", "|---|---|---|---|---|---|"]
+    data.write(f"# {coll}, {np} ranks\n")
+    for size in sorted({s for c, n, s, _ in runs if (c, n) == (coll, np)}):
+        med = {lib: statistics.median(runs[(coll, np, size, lib)]) if runs.get((coll, np, size, lib)) else None
+               for lib in libs}
+        ratio = lambda peer: f"{med['fairway'] / med[peer]:.2f}" if med["fairway"] and med[peer] else "-"
+        cell = lambda lib: (f"{med[lib]:.2f}" if med[lib] >= 0.1 else f"{med[lib]:.4f}") if med[lib] is not None else "-"
+        lines.append(f"| {human(size)} | {cell('fairway')} | {cell('ompi')} | {cell('gloo')} | {ratio('ompi')} | {ratio('gloo')} |")
+        data.write(f"{size} " + " ".join(f"{med[lib]:.4f}" if med[lib] is not None else "NaN" for lib in libs) + "\n")
+    data.write("\n\n")
+    lines.append("")
+open(f"{outdir}/compare.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+open(f"{outdir}/panels", "w").write("\n".join(f"{c} {n}" for c, n in panels) + "\n")
+PY
+
+if command -v gnuplot >/dev/null; then
+  mapfile -t panels < "$outdir/panels"
+  {
+    echo "set terminal pngcairo size 1200,$((360 * ${#panels[@]})) font ',10'"
+    echo "set output '$outdir/compare.png'"
+    echo "set multiplot layout ${#panels[@]},1"
+    echo "set logscale x 2; set format x '%.0b%B'; set xlabel 'size (bytes)'; set ylabel 'busbw (GB/s)'; set key top left"
+    for i in "${!panels[@]}"; do
+      echo "set title '${panels[$i]} ranks'"
+      echo "plot '$outdir/compare.dat' index $i using 1:2 with linespoints title 'Fairway', '' index $i using 1:3 with linespoints title 'Open MPI', '' index $i using 1:4 with linespoints title 'Gloo'"
+    done
+    echo "unset multiplot"
+  } > "$work/plot.gp"
+  gnuplot "$work/plot.gp" && echo "plot: $outdir/compare.png"
+else
+  echo "no gnuplot: install gnuplot-nox (scripts/setup.sh does) for $outdir/compare.png"
+fi
+rm -f "$outdir/panels"
+echo "table: $outdir/compare.md"
