@@ -144,6 +144,12 @@ size_t countWrong(const void* actual, const void* expected, fwDataType_t datatyp
   return dispatch<CountWrong>(datatype, actual, expected, count, tolerance);
 }
 
+void fillGathered(void* out, fwDataType_t datatype, int nranks, size_t each, int seed) {
+  for (int r = 0; r < nranks; ++r) {
+    fill(static_cast<char*>(out) + r * each * elementSize(datatype), datatype, fwSum, r, 0, each, seed);
+  }
+}
+
 void corruptFirst(void* buf, fwDataType_t datatype) {
   static_cast<unsigned char*>(buf)[elementSize(datatype) - 1] ^= 0xFF;  // little-endian: the sign and exponent
 }

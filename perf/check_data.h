@@ -20,6 +20,10 @@ void fill(void* buf, fwDataType_t datatype, fwRedOp_t op, int rank, size_t first
 void fillReduced(void* out, fwDataType_t datatype, fwRedOp_t op, int nranks, size_t firstIndex, size_t count,
                  int seed);
 
+// What allgather (and gather's root) ends with: rank r's fill() of `each`
+// elements from index 0, for r = 0 .. nranks-1, one block after another.
+void fillGathered(void* out, fwDataType_t datatype, int nranks, size_t each, int seed);
+
 // Elements of actual that differ from expected: exactly for integers,
 // within a relative tolerance for floats (1e-2 half/bfloat16, 1e-5 float,
 // 1e-12 double: avg's division is the only inexact step).

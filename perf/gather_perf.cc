@@ -30,10 +30,7 @@ const PerfCollective kGather{
     [](const PerfBuffers& b, void* expected, int seed) -> size_t {
       if (b.rank != b.root) return 0;
       const size_t n = block(b.count, b.nranks);
-      for (int r = 0; r < b.nranks; ++r) {
-        check::fill(static_cast<char*>(expected) + r * n * check::elementSize(b.datatype), b.datatype, fwSum, r, 0, n,
-                    seed);
-      }
+      check::fillGathered(expected, b.datatype, b.nranks, n, seed);
       return n * b.nranks;
     },
 };

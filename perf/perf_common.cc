@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "perf/check_data.h"
+#include "perf/perf_memory.h"
 
 namespace fairway::perf {
 namespace {
@@ -31,6 +32,7 @@ struct Options {
   std::vector<fwRedOp_t> ops{fwSum};
   int blocking = 1;       // -z: host calls always return complete, so 0 and 1 time the same
   std::string jsonPath;   // -J: also write the results here as JSON
+  Memory memory = Memory::Host;  // -m
 };
 
 // One row of the table, kept for -J.
@@ -79,17 +81,18 @@ bool parseInt(const char* text, int* out) {
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
-               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json]\n"
+               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json] [-m host|cuda]\n"
                "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double; ops: sum prod max min avg\n"
                "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
                "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
-               "  -J: write the rows and the summary as JSON to file.json (rank 0)\n",
+               "  -J: write the rows and the summary as JSON to file.json (rank 0)\n"
+               "  -m: buffers in host memory (default) or on this rank's GPU (local rank mod GPUs)\n",
                argv0);
 }
 
 bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
   int c;
-  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:z:J:h")) != -1) {
+  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:z:J:m:h")) != -1) {
     bool ok = true;
     switch (c) {
       case 'b': ok = parseSize(optarg, &o->minBytes); break;
@@ -103,6 +106,10 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
       case 'a': ok = parseInt(optarg, &o->average) && o->average <= 3; break;
       case 'z': ok = parseInt(optarg, &o->blocking) && o->blocking <= 1; break;
       case 'J': o->jsonPath = optarg; ok = !o->jsonPath.empty(); break;
+      case 'm':
+        ok = !std::strcmp(optarg, "host") || !std::strcmp(optarg, "cuda");
+        o->memory = !std::strcmp(optarg, "cuda") ? Memory::Cuda : Memory::Host;
+        break;
       case 'd': {
         o->types.clear();
         for (size_t i = 0; i < 10; ++i) {
@@ -158,24 +165,27 @@ class Sweep {
     size_t maxElems = o_.maxBytes;  // enough for every type: at least 1 byte per element
     sendBytesCap_ = c_.sendElements(maxElems, nranks_);
     recvBytesCap_ = c_.recvElements(maxElems, nranks_);
-    send_ = std::malloc(sendBytesCap_ + 64);
-    recv_ = std::malloc(recvBytesCap_ + 64);
-    expected_ = std::malloc(recvBytesCap_ + 64);
-    if (!send_ || !recv_ || !expected_) {
-      std::fprintf(stderr, "%s: cannot allocate %zu bytes of buffers\n", c_.name, sendBytesCap_ + 2 * recvBytesCap_);
+    send_ = perf::allocate(o_.memory, sendBytesCap_ + 64);
+    recv_ = perf::allocate(o_.memory, recvBytesCap_ + 64);
+    expected_ = perf::allocate(Memory::Host, recvBytesCap_ + 64);
+    // Device buffers are filled and checked through host mirrors.
+    const bool mirrored = o_.memory != Memory::Host;
+    hostSend_ = mirrored ? perf::allocate(Memory::Host, sendBytesCap_ + 64) : send_;
+    hostRecv_ = mirrored ? perf::allocate(Memory::Host, recvBytesCap_ + 64) : recv_;
+    if (!send_ || !recv_ || !expected_ || !hostSend_ || !hostRecv_) {
+      std::fprintf(stderr, "%s: cannot allocate %zu bytes of %s buffers\n", c_.name,
+                   sendBytesCap_ + 2 * recvBytesCap_, mirrored ? "device and host" : "host");
       return false;
     }
-    // Touch every page so first-touch faults stay out of the timings.
-    std::memset(send_, 0, sendBytesCap_);
-    std::memset(recv_, 0, recvBytesCap_);
-    std::memset(expected_, 0, recvBytesCap_);
     return true;
   }
 
   ~Sweep() {
-    std::free(send_);
-    std::free(recv_);
-    std::free(expected_);
+    if (hostSend_ != send_) release(Memory::Host, hostSend_);
+    if (hostRecv_ != recv_) release(Memory::Host, hostRecv_);
+    release(o_.memory, send_);
+    release(o_.memory, recv_);
+    release(Memory::Host, expected_);
   }
 
   const std::vector<Row>& rows() const { return rows_; }
@@ -255,22 +265,48 @@ class Sweep {
   bool measure(PerfBuffers base, bool inPlace, Measurement* m) {
     PerfBuffers b = forPlacement(base, inPlace);
     for (int i = 0; i < o_.warmup; ++i) FW_CHECK(c_.run(b));
+    if (!synchronized()) return false;
     FW_CHECK(fwBarrier(comm_, nullptr));
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) FW_CHECK(c_.run(b));
+    if (!synchronized()) return false;
     auto t1 = std::chrono::steady_clock::now();
     double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters;
     if (!combineTime(us, &m->timeUs)) return false;
     if (o_.check) {
       ++seed_;
-      c_.fillInput(b, seed_);
+      // The same placement in the host mirrors (the buffers themselves for host memory).
+      PerfBuffers mirror = base;
+      mirror.send = hostSend_;
+      mirror.recv = hostRecv_;
+      mirror = forPlacement(mirror, inPlace);
+      const size_t es = check::elementSize(b.datatype);
+      const size_t sendBytes = c_.sendElements(b.count, nranks_) * es;
+      const size_t recvBytes = c_.recvElements(b.count, nranks_) * es;
+      const bool mirrored = hostSend_ != send_;
+      c_.fillInput(mirror, seed_);
+      if (mirrored && (!copyToBuffer(o_.memory, send_, hostSend_, sendBytes) ||
+                       !copyToBuffer(o_.memory, recv_, hostRecv_, recvBytes))) {
+        return failed("copying the input to the device");
+      }
       FW_CHECK(c_.run(b));
-      size_t compare = c_.fillExpected(b, expected_, seed_);
-      if (corruptForTest_ && compare > 0) check::corruptFirst(b.recv, b.datatype);
-      uint64_t wrong = check::countWrong(b.recv, expected_, b.datatype, compare);
+      if (!synchronized()) return false;
+      if (mirrored && !copyFromBuffer(o_.memory, hostRecv_, recv_, recvBytes)) {
+        return failed("copying the result from the device");
+      }
+      size_t compare = c_.fillExpected(mirror, expected_, seed_);
+      if (corruptForTest_ && compare > 0) check::corruptFirst(mirror.recv, b.datatype);
+      uint64_t wrong = check::countWrong(mirror.recv, expected_, b.datatype, compare);
       FW_CHECK(fwAllReduce(&wrong, &m->wrong, 1, fwUint64, fwSum, comm_, nullptr));
     }
     return true;
+  }
+
+  bool synchronized() { return synchronize(o_.memory) || failed("waiting for the device"); }
+
+  bool failed(const char* what) const {
+    std::fprintf(stderr, "%s: rank %d: %s failed\n", c_.name, rank_, what);
+    return false;
   }
 
   bool combineTime(double mine, double* out) {
@@ -294,6 +330,8 @@ class Sweep {
   void* send_ = nullptr;
   void* recv_ = nullptr;
   void* expected_ = nullptr;
+  void* hostSend_ = nullptr;  // host mirrors of device buffers, or the buffers themselves
+  void* hostRecv_ = nullptr;
   size_t sendBytesCap_ = 0, recvBytesCap_ = 0;
   int seed_ = 0;
   // FAIRWAY_PERF_TEST_CORRUPT=1: spoil one received element before each
@@ -355,6 +393,11 @@ int runPerf(int argc, char** argv, const PerfCollective& collective) {
   Options o;
   if (!parseOptions(argc, argv, collective.usesOp, &o)) {
     usage(argv[0]);
+    return 2;
+  }
+  std::string noDevice;
+  if (o.memory == Memory::Cuda && !selectDevice(&noDevice)) {
+    std::fprintf(stderr, "%s: -m cuda: %s\n", collective.name, noDevice.c_str());
     return 2;
   }
   fwComm_t comm = nullptr;

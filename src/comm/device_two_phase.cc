@@ -101,6 +101,21 @@ Status DeviceTwoPhase::railCollective(CollectiveKind kind, const void* send, voi
   return rail_->collective(args);
 }
 
+// The pipeline every collective here runs: slice s+1's device phase
+// (prepare, which ends by marking its set ready) is enqueued before the host
+// finishes slice s, once the stream has made slice s's pinned input ready.
+template <typename Prepare, typename Finish>
+Status DeviceTwoPhase::pipelineSlices(int slices, Prepare prepare, Finish finish) {
+  FW_RETURN_IF_ERROR(prepare(0));
+  for (int s = 0; s < slices; ++s) {
+    if (s + 1 < slices) FW_RETURN_IF_ERROR(prepare(s + 1));
+    SliceBuffers& b = *slices_[s % 2];
+    FW_RETURN_IF_ERROR(waitReady(b));
+    FW_RETURN_IF_ERROR(finish(s, b));
+  }
+  return Status::ok();
+}
+
 Status DeviceTwoPhase::markReady(SliceBuffers& b, void* stream) { return device_.recordEvent(b.ready, stream); }
 Status DeviceTwoPhase::waitReady(SliceBuffers& b) { return device_.waitEvent(b.ready, timeoutMs_); }
 
@@ -148,16 +163,11 @@ Status DeviceTwoPhase::reduceScatter(const CollectiveArgs& a, void* stream) {
     return markReady(b, stream);
   };
   if (c == 0) return Status::ok();
-  FW_RETURN_IF_ERROR(nodePhase(0));
-  for (int s = 0; s < slices.n; ++s) {
-    if (s + 1 < slices.n) FW_RETURN_IF_ERROR(nodePhase(s + 1));
-    SliceBuffers& b = *slices_[s % 2];
+  return pipelineSlices(slices.n, nodePhase, [&](int s, SliceBuffers& b) -> Status {
     const size_t len = slices.chunkCount(s);
-    FW_RETURN_IF_ERROR(waitReady(b));
     FW_RETURN_IF_ERROR(railCollective(CollectiveKind::ReduceScatter, b.hostIn.data(), b.hostOut.data(), len, a));
-    FW_RETURN_IF_ERROR(device_.copyAsync(at(a.recv, slices.chunkOffset(s), es), b.hostOut.data(), len * es, stream));
-  }
-  return Status::ok();
+    return device_.copyAsync(at(a.recv, slices.chunkOffset(s), es), b.hostOut.data(), len * es, stream);
+  });
 }
 
 // Allreduce: the buffer is cut into slices of D pieces; in each, NCCL
@@ -182,17 +192,13 @@ Status DeviceTwoPhase::allReduce(const CollectiveArgs& a, void* stream) {
     return markReady(b, stream);
   };
   if (pieces > 0) {
-    FW_RETURN_IF_ERROR(nodePhase(0));
-    for (int s = 0; s < slices.n; ++s) {
-      if (s + 1 < slices.n) FW_RETURN_IF_ERROR(nodePhase(s + 1));
-      SliceBuffers& b = *slices_[s % 2];
+    FW_RETURN_IF_ERROR(pipelineSlices(slices.n, nodePhase, [&](int s, SliceBuffers& b) -> Status {
       const size_t len = slices.chunkCount(s);
-      FW_RETURN_IF_ERROR(waitReady(b));
       FW_RETURN_IF_ERROR(railCollective(CollectiveKind::AllReduce, b.hostIn.data(), b.hostIn.data(), len, a));
       FW_RETURN_IF_ERROR(device_.copyAsync(at(a.recv, piece(s), es), b.hostIn.data(), len * es, stream));
-      FW_RETURN_IF_ERROR(nodeCollective(CollectiveKind::AllGather, at(a.recv, piece(s), es),
-                                        at(a.recv, g.D * slices.chunkOffset(s), es), len, a, stream));
-    }
+      return nodeCollective(CollectiveKind::AllGather, at(a.recv, piece(s), es),
+                            at(a.recv, g.D * slices.chunkOffset(s), es), len, a, stream);
+    }));
   }
   return allReduceTail(a, g.D * pieces, stream);
 }
@@ -232,12 +238,8 @@ Status DeviceTwoPhase::allGather(const CollectiveArgs& a, void* stream) {
     return markReady(b, stream);
   };
   if (c == 0) return Status::ok();
-  FW_RETURN_IF_ERROR(load(0));
-  for (int s = 0; s < slices.n; ++s) {
-    if (s + 1 < slices.n) FW_RETURN_IF_ERROR(load(s + 1));
-    SliceBuffers& b = *slices_[s % 2];
+  return pipelineSlices(slices.n, load, [&](int s, SliceBuffers& b) -> Status {
     const size_t from = slices.chunkOffset(s), len = slices.chunkCount(s);
-    FW_RETURN_IF_ERROR(waitReady(b));
     FW_RETURN_IF_ERROR(railCollective(CollectiveKind::AllGather, b.hostIn.data(), b.hostOut.data(), len, a));
     FW_RETURN_IF_ERROR(device_.copyAsync(b.packed.data(), b.hostOut.data(), g.M * len * es, stream));
     FW_RETURN_IF_ERROR(nodeCollective(CollectiveKind::AllGather, b.packed.data(), b.nodeResult.data(), g.M * len, a,
@@ -249,8 +251,8 @@ Status DeviceTwoPhase::allGather(const CollectiveArgs& a, void* stream) {
                                              len * es, stream));
       }
     }
-  }
-  return Status::ok();
+    return Status::ok();
+  });
 }
 
 }  // namespace fairway

@@ -56,6 +56,8 @@ class DeviceTwoPhase {
   Status nodeCollective(CollectiveKind kind, const void* send, void* recv, size_t count, const CollectiveArgs& a,
                         void* stream);
   Status railCollective(CollectiveKind kind, const void* send, void* recv, size_t count, const CollectiveArgs& a);
+  template <typename Prepare, typename Finish>
+  Status pipelineSlices(int slices, Prepare prepare, Finish finish);
   Status markReady(SliceBuffers& b, void* stream);
   Status waitReady(SliceBuffers& b);
 
