@@ -41,7 +41,7 @@ const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Al
 // Rabenseifner never won by more than the run-to-run spread, so it is
 // there for FAIRWAY_ALGO and for topologies where its fewer steps pay.
 constexpr size_t kAllreduceRingFromBytes = 16 * 1024;
-constexpr size_t kAllgatherRingFromBlockBytes = 32 * 1024;
+constexpr size_t kAllgatherRingFromBlockBytes = 1024;
 
 }  // namespace
 

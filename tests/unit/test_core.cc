@@ -144,6 +144,8 @@ TEST(Selector, SizeBasedDefaultsAndOverrides) {
   EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 32 * 1024), Algorithm::Ring);
   EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 64 << 20), Algorithm::Ring);
   EXPECT_EQ(s.choose(CollectiveKind::AllGather, 64), Algorithm::Bruck);
+  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 512), Algorithm::Bruck);
+  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 2048), Algorithm::Ring);
   EXPECT_EQ(s.choose(CollectiveKind::AllGather, 1 << 20), Algorithm::Ring);
   ASSERT_TRUE(AlgorithmSelector::create({{"allreduce", "ring"}}, &s).isOk());
   EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 8), Algorithm::Ring);
