@@ -30,7 +30,6 @@ struct Options {
   int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max
   std::vector<fwDataType_t> types{fwFloat32};
   std::vector<fwRedOp_t> ops{fwSum};
-  int blocking = 1;       // -z: host calls always return complete, so 0 and 1 time the same
   std::string jsonPath;   // -J: also write the results here as JSON
   Memory memory = Memory::Host;  // -m
 };
@@ -44,7 +43,21 @@ struct Row {
   double timeUs[2], algbw[2], busbw[2];  // [0] out-of-place, [1] in-place
   uint64_t wrong[2];
   bool hasInPlace;
+  // What the summary averages: out-of-place and in-place, or out-of-place alone.
+  double meanBusbw() const { return hasInPlace ? (busbw[0] + busbw[1]) / 2 : busbw[0]; }
 };
+
+double averageBusbw(const std::vector<Row>& rows) {
+  double sum = 0;
+  for (const Row& r : rows) sum += r.meanBusbw();
+  return rows.empty() ? 0.0 : sum / static_cast<double>(rows.size());
+}
+
+uint64_t wrongValues(const std::vector<Row>& rows) {
+  uint64_t wrong = 0;
+  for (const Row& r : rows) wrong += r.wrong[0] + r.wrong[1];
+  return wrong;
+}
 
 const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
 const fwDataType_t kTypeOrder[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64, fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
@@ -104,7 +117,11 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
       case 'c': ok = parseInt(optarg, &o->check); break;
       case 'r': ok = parseInt(optarg, &o->root); break;
       case 'a': ok = parseInt(optarg, &o->average) && o->average <= 3; break;
-      case 'z': ok = parseInt(optarg, &o->blocking) && o->blocking <= 1; break;
+      case 'z': {  // host calls always return complete, so 0 and 1 time the same: validated only
+        int blocking = 0;
+        ok = parseInt(optarg, &blocking) && blocking <= 1;
+        break;
+      }
       case 'J': o->jsonPath = optarg; ok = !o->jsonPath.empty(); break;
       case 'm':
         ok = !std::strcmp(optarg, "host") || !std::strcmp(optarg, "cuda");
@@ -190,7 +207,9 @@ class Sweep {
 
   const std::vector<Row>& rows() const { return rows_; }
 
-  bool run(double* busbwSum, int* rows, uint64_t* wrongTotal) {
+  // Measures every row; rows() then holds them on every rank (times and
+  // wrong counts are combined across ranks), and rank 0 has printed them.
+  bool run() {
     size_t sizes = 0;
     for (size_t bytes = o_.minBytes;; bytes = next(bytes)) {
       ++sizes;
@@ -208,27 +227,12 @@ class Sweep {
           Measurement out, in;
           const bool hasInPlace = c_.inPlaceSend != nullptr;
           if (!measure(b, false, &out) || (hasInPlace && !measure(b, true, &in))) return false;
-          double sizeBytes = static_cast<double>(count * es);
-          double algOut = sizeBytes / out.timeUs / 1e3, algIn = hasInPlace ? sizeBytes / in.timeUs / 1e3 : 0;
-          double factor = c_.busFactor(nranks_);
-          if (rank_ == 0) {
-            std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %6llu", count * es, count, typeName(type),
-                        c_.usesOp ? kOpNames[op] : "none", c_.usesRoot ? o_.root : -1, out.timeUs, algOut,
-                        algOut * factor, static_cast<unsigned long long>(out.wrong));
-            if (hasInPlace) {
-              std::printf("  %7.2f  %6.2f  %6.2f  %6llu\n", in.timeUs, algIn, algIn * factor,
-                          static_cast<unsigned long long>(in.wrong));
-            } else {
-              std::printf("  %7s  %6s  %6s  %6s\n", "N/A", "N/A", "N/A", "N/A");
-            }
-            std::fflush(stdout);
-          }
+          const double sizeBytes = static_cast<double>(count * es), factor = c_.busFactor(nranks_);
+          const double algOut = sizeBytes / out.timeUs / 1e3, algIn = hasInPlace ? sizeBytes / in.timeUs / 1e3 : 0;
           rows_.push_back(Row{count * es, count, type, op, c_.usesRoot ? o_.root : -1, {out.timeUs, in.timeUs},
                               {algOut, algIn}, {algOut * factor, algIn * factor}, {out.wrong, in.wrong}, hasInPlace});
-          *busbwSum += (hasInPlace ? (algOut + algIn) / 2 : algOut) * factor;
-          ++*rows;
-          *wrongTotal += out.wrong + in.wrong;
-          reportProgress(static_cast<size_t>(*rows), total, start, &lastProgress);
+          if (rank_ == 0) printRow(rows_.back());
+          reportProgress(rows_.size(), total, start, &lastProgress);
           if (bytes == o_.maxBytes) break;
         }
       }
@@ -236,7 +240,6 @@ class Sweep {
     return true;
   }
 
- private:
   // Long sweeps say how far they are, on stderr (the table stays clean),
   // at most every kProgressSeconds.
   void reportProgress(size_t done, size_t total, std::chrono::steady_clock::time_point start,
@@ -247,6 +250,21 @@ class Sweep {
     *last = now;
     std::fprintf(stderr, "# progress: %zu of %zu rows done, %.0f s elapsed\n", done, total,
                  std::chrono::duration<double>(now - start).count());
+  }
+
+  void printRow(const Row& r) const {
+    std::printf("%12zu  %12zu  %8s  %6s  %6d", r.bytes, r.count, typeName(r.type), c_.usesOp ? kOpNames[r.op] : "none",
+                r.root);
+    for (int p = 0; p < 2; ++p) {
+      if (p == 1 && !r.hasInPlace) {
+        std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+      } else {
+        std::printf("  %7.2f  %6.2f  %6.2f  %6llu", r.timeUs[p], r.algbw[p], r.busbw[p],
+                    static_cast<unsigned long long>(r.wrong[p]));
+      }
+    }
+    std::printf("\n");
+    std::fflush(stdout);
   }
 
   size_t next(size_t bytes) const {
@@ -342,7 +360,7 @@ class Sweep {
 
 // -J: the same rows and summary as the table, for scripts and plots.
 bool writeJson(const std::string& path, const PerfCollective& c, const Options& o, int nranks,
-               const std::vector<Row>& rows, double avgBusbw, uint64_t wrong) {
+               const std::vector<Row>& rows) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     std::fprintf(stderr, "%s: cannot write %s: %s\n", c.name, path.c_str(), std::strerror(errno));
@@ -367,8 +385,8 @@ bool writeJson(const std::string& path, const PerfCollective& c, const Options& 
     }
     std::fprintf(f, "}");
   }
-  std::fprintf(f, "\n  ],\n  \"avg_busbw_gbps\": %.6f,\n  \"wrong\": %llu\n}\n", avgBusbw,
-               static_cast<unsigned long long>(wrong));
+  std::fprintf(f, "\n  ],\n  \"avg_busbw_gbps\": %.6f,\n  \"wrong\": %llu\n}\n", averageBusbw(rows),
+               static_cast<unsigned long long>(wrongValues(rows)));
   return std::fclose(f) == 0;
 }
 
@@ -415,23 +433,21 @@ int runPerf(int argc, char** argv, const PerfCollective& collective) {
   }
   if (rank == 0) printHeader(collective, o, nranks);
 
-  double busbwSum = 0;
-  int rows = 0;
-  uint64_t wrong = 0;
   bool ok;
+  uint64_t wrong = 0;
   {
     Sweep sweep(collective, o, comm, rank, nranks);
-    ok = sweep.allocate() && sweep.run(&busbwSum, &rows, &wrong);
-    if (ok && rank == 0 && !o.jsonPath.empty()) {
-      ok = writeJson(o.jsonPath, collective, o, nranks, sweep.rows(), rows ? busbwSum / rows : 0.0, wrong);
+    ok = sweep.allocate() && sweep.run();
+    wrong = wrongValues(sweep.rows());
+    if (ok && rank == 0 && !o.jsonPath.empty()) ok = writeJson(o.jsonPath, collective, o, nranks, sweep.rows());
+    if (ok && rank == 0) {
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);
+      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(wrong),
+                  wrong ? "FAILED" : "OK");
+      std::printf("# Avg bus bandwidth    : %g \n", averageBusbw(sweep.rows()));
+      std::printf("# Peak RSS (rank 0)    : %.1f MiB\n#\n", usage.ru_maxrss / 1024.0);
     }
-  }
-  if (ok && rank == 0) {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(wrong), wrong ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %g \n", rows ? busbwSum / rows : 0.0);
-    std::printf("# Peak RSS (rank 0)    : %.1f MiB\n#\n", usage.ru_maxrss / 1024.0);
   }
   fwResult_t destroyed = fwCommDestroy(comm);
   if (destroyed != fwSuccess) {

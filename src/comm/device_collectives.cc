@@ -40,19 +40,23 @@ DeviceCollectives::~DeviceCollectives() {
   if (copyStream_ != nullptr) device_.destroyStream(copyStream_);
 }
 
-bool DeviceCollectives::nativeHandles(const CollectiveArgs& a) const {
-  if (comm_.plan().deviceCollectives != DevicePath::Nccl || comm_.machine().nccl == nullptr) return false;
+bool ncclRuns(const NativeCollectivesEntry* nccl, const CollectiveArgs& a) {
+  if (nccl == nullptr) return false;
   switch (a.kind) {
     case CollectiveKind::AllReduce:
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::Reduce:
-      return comm_.machine().nccl->supports(a.datatype, a.op);
+      return nccl->supports(a.datatype, a.op);
     case CollectiveKind::AllGather:
     case CollectiveKind::Broadcast:
-      return comm_.machine().nccl->supports(a.datatype, fwSum);
+      return nccl->supports(a.datatype, fwSum);
     default:
       return false;  // all-to-all, gather, scatter: staged over UCX
   }
+}
+
+bool DeviceCollectives::nativeHandles(const CollectiveArgs& a) const {
+  return comm_.plan().deviceCollectives == DevicePath::Nccl && ncclRuns(comm_.machine().nccl, a);
 }
 
 Status DeviceCollectives::ensureNative() {

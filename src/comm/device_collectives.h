@@ -19,6 +19,10 @@ namespace fairway {
 
 class Communicator;
 
+// Whether NCCL (nullptr: not usable) runs this collective natively: its
+// kind, and its type with its op (NCCL has no bitwise reductions).
+bool ncclRuns(const NativeCollectivesEntry* nccl, const CollectiveArgs& args);
+
 class DeviceCollectives {
  public:
   explicit DeviceCollectives(Communicator& comm);

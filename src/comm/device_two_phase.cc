@@ -5,6 +5,7 @@
 #include "algorithms/chunk_layout.h"
 
 #include "comm/communicator.h"
+#include "comm/device_collectives.h"
 #include "core/datatype.h"
 #include "core/log.h"
 
@@ -54,14 +55,9 @@ void DeviceTwoPhase::abort() {
 bool DeviceTwoPhase::handles(const CollectiveArgs& a) const {
   const RankLayout& layout = comm_.layout();
   if (!comm_.plan().deviceTwoPhase || layout.nodeCount() < 2 || !layout.uniform()) return false;
-  const NativeCollectivesEntry* nccl = comm_.machine().nccl;
-  if (nccl == nullptr) return false;
-  switch (a.kind) {
-    case CollectiveKind::AllReduce:
-    case CollectiveKind::ReduceScatter: return nccl->supports(a.datatype, a.op);
-    case CollectiveKind::AllGather: return nccl->supports(a.datatype, fwSum);
-    default: return false;
-  }
+  const bool twoPhaseKind = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter ||
+                            a.kind == CollectiveKind::AllGather;
+  return twoPhaseKind && ncclRuns(comm_.machine().nccl, a);
 }
 
 // Collective over the parent: every rank splits at its first two-phase call.
