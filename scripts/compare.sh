@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
 # Side by side, same ranks, same machine, same run: Fairway's perf binaries,
 # Open MPI's MPI collectives over UCX (build/bin/mpi_perf under mpirun) and
-# Gloo over TCP (build/bin/gloo_perf under fairwayrun), float32 sum, host
-# buffers. The three alternate REPEATS times for every rank count,
-# collective and size range; out-of-place busbw per size is the median.
+# Gloo over TCP (build/bin/gloo_perf under fairwayrun), float32 sum. With
+# -m cuda, Fairway runs on device buffers and NCCL's own collectives
+# (build/bin/nccl_perf, one GPU per rank) join; Open MPI and Gloo stay on
+# host buffers (Debian's Open MPI is not CUDA-aware). The libraries
+# alternate REPEATS times for every rank count, collective and size range;
+# out-of-place busbw per size is the median.
 # Writes OUTDIR/compare.md (busbw and Fairway/peer ratios) and
 # OUTDIR/compare.png (busbw against size, one panel per collective and
 # rank count), and prints the table.
 #
-#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-o OUTDIR]
-#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -o compare-results
+#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda] [-o OUTDIR]
+#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host -o compare-results
 #   FAIRWAY_BIN: the build's bin directory (default build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M outdir=compare-results
-while getopts "r:n:c:b:e:o:h" flag; do
+repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M memory=host outdir=compare-results
+while getopts "r:n:c:b:e:m:o:h" flag; do
   case $flag in
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
-    b) min=$OPTARG ;; e) max=$OPTARG ;; o) outdir=$OPTARG ;;
-    *) sed -n '2,14p' "$0"; exit 2 ;;
+    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; o) outdir=$OPTARG ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
   esac
 done
+case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
 bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
@@ -34,7 +38,30 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$outdir"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-raw=$work/raw
+raw=$work/raw notes=$work/notes
+: > "$notes"
+
+# -m cuda: Fairway must have a GPU (its refusal says why); NCCL runs on a
+# rank count only where it has a GPU per rank, else the table says why not.
+if [ "$memory" = cuda ]; then
+  if ! "$bin/fairwayrun" -np 1 "$bin/all_reduce_perf" -m cuda -b 8 -e 8 -n 1 -w 0 -c 0 > /dev/null 2> "$work/why"; then
+    echo "$0: -m cuda: $(grep -m1 -- '-m cuda' "$work/why" || tail -n1 "$work/why")" >&2
+    exit 2
+  fi
+fi
+nccl_runs_on() {  # $1 ranks; records the reason when it cannot
+  [ "$memory" = cuda ] || return 1
+  if [ ! -x "$bin/nccl_perf" ]; then
+    echo "NCCL on $1 ranks: not run: nccl_perf was not built (no NCCL found at build time)" >> "$notes"
+    return 1
+  fi
+  local store
+  store=$(mktemp -d -p "$work")
+  if ! "$bin/fairwayrun" -np "$1" -x PEER_STORE_DIR="$store" "$bin/nccl_perf" -b 8 -e 8 -n 1 -w 0 > /dev/null 2> "$work/why"; then
+    echo "NCCL on $1 ranks: not run: $(grep -m1 '^nccl_perf:' "$work/why" || tail -n1 "$work/why")" >> "$notes"
+    return 1
+  fi
+}
 
 fairway_binary() {
   case $1 in allreduce) echo all_reduce_perf ;; reducescatter) echo reduce_scatter_perf ;; allgather) echo all_gather_perf ;; esac
@@ -48,6 +75,8 @@ ranges=("4096 65536 1000 50" "131072 1048576 200 10" "2097152 8388608 40 4" "167
 collect() { awk -v lib="$1" -v np="$2" -v c="$3" '!/^#/ && NF >= 8 {print lib, np, c, $1, $6}' >> "$raw"; }
 
 for np in $ranks; do
+  with_nccl=false
+  nccl_runs_on "$np" && with_nccl=true
   for rep in $(seq "$repeats"); do
     for c in $colls; do
       for r in "${ranges[@]}"; do
@@ -57,7 +86,12 @@ for np in $ranks; do
         (( lo > hi )) && continue
         sweep="-b $lo -e $hi -f 2 -n $iters -w $warm"
         # shellcheck disable=SC2086
-        "$bin/fairwayrun" -np "$np" "$bin/$(fairway_binary "$c")" $sweep -c 0 | collect fairway "$np" "$c"
+        "$bin/fairwayrun" -np "$np" "$bin/$(fairway_binary "$c")" $sweep -c 0 -m "$memory" | collect fairway "$np" "$c"
+        if $with_nccl; then
+          store=$(mktemp -d -p "$work")
+          # shellcheck disable=SC2086
+          "$bin/fairwayrun" -np "$np" -x PEER_STORE_DIR="$store" "$bin/nccl_perf" -C "$c" $sweep | collect nccl "$np" "$c"
+        fi
         # shellcheck disable=SC2086
         mpirun -np "$np" --oversubscribe --bind-to core:overload-allowed --mca pml ucx --mca pml_ucx_tls any \
           --mca pml_ucx_devices any "$bin/mpi_perf" -C "$c" $sweep 2>/dev/null | collect ompi "$np" "$c"
@@ -65,16 +99,16 @@ for np in $ranks; do
         # rank's one core it would wait a scheduler slice per message.
         store=$(mktemp -d -p "$work")
         # shellcheck disable=SC2086
-        "$bin/fairwayrun" -np "$np" --bind none -x GLOO_STORE_DIR="$store" "$bin/gloo_perf" -C "$c" $sweep | collect gloo "$np" "$c"
+        "$bin/fairwayrun" -np "$np" --bind none -x PEER_STORE_DIR="$store" "$bin/gloo_perf" -C "$c" $sweep | collect gloo "$np" "$c"
       done
     done
     echo "# $np ranks: repeat $rep of $repeats done" >&2
   done
 done
 
-python3 - "$raw" "$repeats" "$outdir" <<'PY'
+python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" <<'PY'
 import collections, statistics, sys
-raw, repeats, outdir = sys.argv[1], sys.argv[2], sys.argv[3]
+raw, notes, repeats, memory, outdir = sys.argv[1:]
 runs = collections.defaultdict(list)
 def bus_factor(coll, n):  # nccl-tests' formulas
     return (2.0 if coll == "allreduce" else 1.0) * (n - 1) / n
@@ -82,36 +116,46 @@ for line in open(raw):
     lib, np, coll, size, time_us = line.split()
     busbw = int(size) / float(time_us) / 1e3 * bus_factor(coll, int(np))
     runs[(coll, int(np), int(size), lib)].append(busbw)
-libs = ("fairway", "ompi", "gloo")
+names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "gloo": "Gloo"}
+libs = ["fairway"] + (["nccl"] if memory == "cuda" else []) + ["ompi", "gloo"]
+peers = libs[1:]
 def human(n):
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"
     return f"{n} B"
-lines = [f"float32 sum, host buffers, out-of-place busbw GB/s (nccl-tests formulas), median of {repeats} "
+where = ("Fairway and NCCL on device buffers, Open MPI and Gloo on host buffers" if memory == "cuda"
+         else "host buffers")
+lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas), median of {repeats} "
          "interleaved runs per library; Open MPI over UCX, Gloo over TCP", ""]
+lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
+if lines[-1] != "":
+    lines.append("")
 data = open(f"{outdir}/compare.dat", "w")
 panels = sorted({(c, np) for c, np, _, _ in runs}, key=lambda k: (["allreduce", "reducescatter", "allgather"].index(k[0]), k[1]))
-for index, (coll, np) in enumerate(panels):
-    lines += [f"### {coll}, {np} ranks", "",
-              "| size | Fairway | Open MPI | Gloo | Fairway / Open MPI | Fairway / Gloo |", "|---|---|---|---|---|---|"]
+for coll, np in panels:
+    header = ["size"] + [names[lib] for lib in libs] + [f"Fairway / {names[peer]}" for peer in peers]
+    lines += [f"### {coll}, {np} ranks", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     data.write(f"# {coll}, {np} ranks\n")
     for size in sorted({s for c, n, s, _ in runs if (c, n) == (coll, np)}):
         med = {lib: statistics.median(runs[(coll, np, size, lib)]) if runs.get((coll, np, size, lib)) else None
                for lib in libs}
         ratio = lambda peer: f"{med['fairway'] / med[peer]:.2f}" if med["fairway"] and med[peer] else "-"
         cell = lambda lib: (f"{med[lib]:.2f}" if med[lib] >= 0.1 else f"{med[lib]:.4f}") if med[lib] is not None else "-"
-        lines.append(f"| {human(size)} | {cell('fairway')} | {cell('ompi')} | {cell('gloo')} | {ratio('ompi')} | {ratio('gloo')} |")
+        row = [human(size)] + [cell(lib) for lib in libs] + [ratio(peer) for peer in peers]
+        lines.append("| " + " | ".join(row) + " |")
         data.write(f"{size} " + " ".join(f"{med[lib]:.4f}" if med[lib] is not None else "NaN" for lib in libs) + "\n")
     data.write("\n\n")
     lines.append("")
 open(f"{outdir}/compare.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 open(f"{outdir}/panels", "w").write("\n".join(f"{c} {n}" for c, n in panels) + "\n")
+open(f"{outdir}/libraries", "w").write("\n".join(names[lib] for lib in libs) + "\n")
 PY
 
 if command -v gnuplot >/dev/null; then
   mapfile -t panels < "$outdir/panels"
+  mapfile -t libraries < "$outdir/libraries"
   {
     echo "set terminal pngcairo size 1200,$((360 * ${#panels[@]})) font ',10'"
     echo "set output '$outdir/compare.png'"
@@ -119,7 +163,11 @@ if command -v gnuplot >/dev/null; then
     echo "set logscale x 2; set format x '%.0b%B'; set xlabel 'size (bytes)'; set ylabel 'busbw (GB/s)'; set key top left"
     for i in "${!panels[@]}"; do
       echo "set title '${panels[$i]} ranks'"
-      echo "plot '$outdir/compare.dat' index $i using 1:2 with linespoints title 'Fairway', '' index $i using 1:3 with linespoints title 'Open MPI', '' index $i using 1:4 with linespoints title 'Gloo'"
+      curves=()
+      for j in "${!libraries[@]}"; do
+        curves+=("'$outdir/compare.dat' index $i using 1:$((j + 2)) with linespoints title '${libraries[$j]}'")
+      done
+      (IFS=,; echo "plot ${curves[*]}")
     done
     echo "unset multiplot"
   } > "$work/plot.gp"
@@ -127,5 +175,5 @@ if command -v gnuplot >/dev/null; then
 else
   echo "no gnuplot: install gnuplot-nox (scripts/setup.sh does) for $outdir/compare.png"
 fi
-rm -f "$outdir/panels"
+rm -f "$outdir/panels" "$outdir/libraries"
 echo "table: $outdir/compare.md"

@@ -2,7 +2,7 @@
 // over its TCP transport on the sweep and columns of Fairway's perf
 // binaries, for scripts/compare.sh. Rank and size come from the launcher's
 // variables (fairwayrun's, torchrun's, Open MPI's or Slurm's); the ranks
-// meet through a Gloo FileStore in GLOO_STORE_DIR.
+// meet through a Gloo FileStore in PEER_STORE_DIR.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -21,27 +21,17 @@ using namespace fairway::peer;
 
 namespace {
 
-int envInt(const char* const* names, int fallback) {
-  for (const char* const* n = names; *n != nullptr; ++n) {
-    if (const char* v = std::getenv(*n)) return std::atoi(v);
-  }
-  return fallback;
-}
-
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const char* const kRank[] = {"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", nullptr};
-  static const char* const kSize[] = {"FAIRWAY_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
-                                      nullptr};
-  const int rank = envInt(kRank, -1), nranks = envInt(kSize, -1);
-  const char* storeDir = std::getenv("GLOO_STORE_DIR");
+  const int rank = launcherRank(), nranks = launcherSize();
+  const char* storeDir = std::getenv("PEER_STORE_DIR");
   Options o;
   if (!parseOptions(argc, argv, &o) || rank < 0 || nranks < 1 || storeDir == nullptr) {
     usage(argv[0]);
-    std::fprintf(stderr, "  needs a launcher's rank and size variables and GLOO_STORE_DIR (a directory all ranks see)\n");
+    std::fprintf(stderr, "  needs a launcher's rank and size variables and PEER_STORE_DIR (a directory all ranks see)\n");
     return 2;
   }
   gloo::transport::tcp::attr attr;
@@ -98,6 +88,6 @@ int main(int argc, char** argv) {
     gloo::allreduce(opts);
     return sum / nranks;
   };
-  sweep(o, "Gloo", rank, nranks, run, barrier, mean);
+  sweep(o, "Gloo", rank, nranks, run, barrier, mean, nothingToFinish);
   return 0;
 }

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return sum / nranks;
   };
-  sweep(o, "Open MPI", rank, nranks, run, [] { MPI_Barrier(MPI_COMM_WORLD); }, mean);
+  sweep(o, "Open MPI", rank, nranks, run, [] { MPI_Barrier(MPI_COMM_WORLD); }, mean, nothingToFinish);
   MPI_Finalize();
   return 0;
 }

@@ -1,14 +1,16 @@
-// What the peer benchmarks (Open MPI, Gloo) share with Fairway's perf
+// What the peer benchmarks (Open MPI, Gloo, NCCL) share with Fairway's perf
 // binaries: the flags they take (-C collective -b -e -f -n -w), nccl-tests'
 // sizes and busbw factors, the timing rule (mean over ranks of the time per
-// iteration after a barrier) and the columns, so that compare.sh reads all
-// three libraries' output the same way. float32 sum only.
+// iteration after a barrier) and the columns, so that compare.sh reads every
+// library's output the same way. float32 sum only. Also the launcher
+// variables the peers that are not launched by mpirun read.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 namespace fairway::peer {
@@ -21,6 +23,28 @@ struct Options {
   double factor = 2;
   int iters = 20, warmup = 5;
 };
+
+// The first of the launchers' variables that is set (fairwayrun's,
+// torchrun's, Open MPI's, Slurm's), or `fallback`.
+inline int launcherValue(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names) {
+    if (const char* v = std::getenv(n)) return std::atoi(v);
+  }
+  return fallback;
+}
+inline int launcherRank() {
+  return launcherValue({"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, -1);
+}
+inline int launcherSize() {
+  return launcherValue({"FAIRWAY_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, -1);
+}
+inline int launcherLocalRank() {
+  return launcherValue({"FAIRWAY_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0);
+}
+// Ranks on this node; -1 when no launcher says.
+inline int launcherLocalSize() {
+  return launcherValue({"FAIRWAY_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, -1);
+}
 
 inline const char* collectiveName(Collective c) {
   return c == Collective::AllReduce ? "allreduce" : c == Collective::ReduceScatter ? "reducescatter" : "allgather";
@@ -61,11 +85,13 @@ inline void usage(const char* argv0) {
                        "[-n iters] [-w warmup]\n", argv0);
 }
 
-// run(blockCount) runs the collective once; barrier() and meanOverRanks(x)
-// are the library's own. Prints nccl-tests' out-of-place columns on rank 0.
-template <typename Run, typename Barrier, typename Mean>
+// run(blockCount) runs (or enqueues) the collective once; barrier() and
+// meanOverRanks(x) are the library's own; finish() waits for enqueued work
+// (a device stream) before the clock stops. Prints nccl-tests' out-of-place
+// columns on rank 0.
+template <typename Run, typename Barrier, typename Mean, typename Finish>
 void sweep(const Options& o, const char* library, int rank, int nranks, Run run, Barrier barrier,
-           Mean meanOverRanks) {
+           Mean meanOverRanks, Finish finish) {
   if (rank == 0) {
     std::printf("# %s %s float sum, %d ranks\n", library, collectiveName(o.collective), nranks);
     std::fflush(stdout);
@@ -77,6 +103,7 @@ void sweep(const Options& o, const char* library, int rank, int nranks, Run run,
     barrier();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters; ++i) run(block);
+    finish();
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
     double mean = meanOverRanks(us);
     double algbw = static_cast<double>(count * sizeof(float)) / mean / 1e3;
@@ -87,5 +114,8 @@ void sweep(const Options& o, const char* library, int rank, int nranks, Run run,
     }
   }
 }
+
+// For libraries whose calls return when the collective is done.
+inline void nothingToFinish() {}
 
 }  // namespace fairway::peer

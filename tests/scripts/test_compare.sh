@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/compare.sh end to end on a tiny sweep: all three libraries ran
 # (every row has a busbw for Fairway, Open MPI and Gloo and both ratios),
-# and the plot was drawn where gnuplot is installed.
+# and the plot was drawn where gnuplot is installed; then -m cuda.
 set -uo pipefail
 compare=$1
 out=$(mktemp -d)
@@ -12,4 +12,24 @@ rows=$(grep -cE '^\| [0-9]+ KiB \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [
 if command -v gnuplot >/dev/null; then
   [ -s "$out/compare.png" ] || { echo "FAIL: no plot"; exit 1; }
 fi
-echo "ok: $rows rows"
+echo "ok: $rows host rows"
+
+# -m cuda: on a GPU machine Fairway's device rows are complete and NCCL is a
+# column (with a number, or a note saying why it did not run at that rank
+# count); without a GPU the script refuses, exit 2, naming the reason.
+"$compare" -m cuda -r 1 -n 2 -c allreduce -b 4K -e 8K -o "$out/cuda" > "$out/cuda.log" 2>&1
+status=$?
+if [ "$status" -eq 2 ]; then
+  grep -q -- '-m cuda: .' "$out/cuda.log" || { echo "FAIL: -m cuda refused without a reason"; cat "$out/cuda.log"; exit 1; }
+  echo "ok: -m cuda refused here: $(grep -m1 -- '-m cuda: ' "$out/cuda.log")"
+elif [ "$status" -eq 0 ]; then
+  grep -q '| size | Fairway | NCCL | Open MPI | Gloo |' "$out/cuda/compare.md" || { echo "FAIL: no NCCL column"; cat "$out/cuda/compare.md"; exit 1; }
+  rows=$(grep -cE '^\| [0-9]+ KiB \| [0-9.]+ \| ([0-9.]+|-) \| [0-9.]+ \| [0-9.]+ \|' "$out/cuda/compare.md")
+  [ "$rows" -eq 2 ] || { echo "FAIL: expected 2 device rows, found $rows"; cat "$out/cuda/compare.md"; exit 1; }
+  if grep -qE '^\| [0-9]+ KiB \| [0-9.]+ \| - \|' "$out/cuda/compare.md"; then
+    grep -q '^- NCCL on 2 ranks: not run: .' "$out/cuda/compare.md" || { echo "FAIL: NCCL missing with no reason"; exit 1; }
+  fi
+  echo "ok: -m cuda table with NCCL"
+else
+  echo "FAIL: compare.sh -m cuda exited $status"; cat "$out/cuda.log"; exit 1
+fi
