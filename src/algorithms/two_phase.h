@@ -50,8 +50,9 @@ struct TwoPhaseSetup {
 };
 
 // How many slices a dimension of `elements` is cut into: about sliceBytes
-// of the whole buffer (wholeBytes) per slice, but never shards (a rank's
-// piece of a slice, elements / shardsPerSlice) under minShardBytes.
+// of the whole buffer (wholeBytes) per slice and at least 2 x slicesInFlight
+// slices, but never shards (a rank's piece of a slice, elements / slices /
+// shardsPerElementRow) under minShardBytes, nor more slices than elements.
 size_t sliceCount(const PipelineSettings& p, size_t wholeBytes, size_t elements, size_t shardsPerElementRow,
                   size_t elementSize);
 

@@ -39,13 +39,9 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   // (and the packed ring's) are M pieces. Slices M times larger give those
   // messages the same size, which keeps them at or above UCX's rendezvous
   // threshold: zero-copy (CMA) instead of copy-in/copy-out through shared
-  // memory, a quarter less CPU per byte on 2 nodes x 4. Small buffers gain
-  // more from overlap than from message size, so never fewer slices than
-  // two pipelines' worth where the plain rule gives that many.
-  const size_t plain = sliceCount(p, count * n * es, count, 1, es);
-  const size_t larger = g.nodesConsecutive ? sliceCount(p, count * g.D * es, count, 1, es) : plain;
-  const size_t sliceTotal = std::max(larger, std::min(plain, static_cast<size_t>(2 * slots)));
-  const ChunkLayout slices{count, static_cast<int>(sliceTotal)};
+  // memory, a quarter less CPU per byte on 2 nodes x 4.
+  const size_t sliceWholeBytes = count * (g.nodesConsecutive ? g.D : n) * es;
+  const ChunkLayout slices{count, static_cast<int>(sliceCount(p, sliceWholeBytes, count, 1, es))};
   const size_t maxLen = slices.chunkCount(0);
   // Outer memory: per slot the node's sums and the rail's contributions,
   // then the ring's partial sums: a packed slice, or one node's blocks.

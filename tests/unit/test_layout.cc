@@ -1,9 +1,11 @@
-// Chunk layouts, the ring schedule's unit numbering, and node grouping.
+// Chunk layouts, the ring schedule's unit numbering, node grouping, and how
+// two-phase cuts a buffer into pipeline slices.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "algorithms/chunk_layout.h"
+#include "algorithms/two_phase.h"
 
 namespace fairway {
 namespace {
@@ -50,6 +52,27 @@ TEST(RingCursor, SenderAndReceiverNumberUnitsAlike) {
       }
     }
   }
+}
+
+TEST(SliceCount, FollowsSliceBytesOnLargeBuffers) {
+  PipelineSettings p;  // 1 MiB slices, 64 KiB shard floor, 8 in flight
+  EXPECT_EQ(sliceCount(p, size_t{256} << 20, (size_t{32} << 20) / 4, 1, 4), 256u);
+}
+
+TEST(SliceCount, KeepsTwoPipelinesWhereTheShardFloorAllows) {
+  PipelineSettings p;
+  // 4 MiB over 8 ranks: 4 slices by size, 16 by depth, 8 by the floor.
+  EXPECT_EQ(sliceCount(p, size_t{4} << 20, (size_t{512} << 10) / 4, 1, 4), 8u);
+  p.slicesInFlight = 1;  // no overlap: depth asks for 2 only
+  EXPECT_EQ(sliceCount(p, size_t{1} << 20, (size_t{512} << 10) / 4, 1, 4), 2u);
+}
+
+TEST(SliceCount, NeverCutsShardsBelowTheFloorOrSlicesBelowOneElement) {
+  PipelineSettings p;
+  EXPECT_EQ(sliceCount(p, size_t{1} << 20, 1000, 8, 4), 1u);  // 500-byte shards: one slice
+  EXPECT_EQ(sliceCount(p, 64, 0, 1, 4), 1u);
+  p.minShardBytes = 1;
+  EXPECT_EQ(sliceCount(p, size_t{1} << 20, 3, 1, 4), 3u);  // no more slices than elements
 }
 
 }  // namespace
