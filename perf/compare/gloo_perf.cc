@@ -26,18 +26,14 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rank = launcherRank(), nranks = launcherSize();
-  const char* storeDir = std::getenv("PEER_STORE_DIR");
-  Options o;
-  if (!parseOptions(argc, argv, &o) || rank < 0 || nranks < 1 || storeDir == nullptr) {
-    usage(argv[0]);
-    std::fprintf(stderr, "  needs a launcher's rank and size variables and PEER_STORE_DIR (a directory all ranks see)\n");
-    return 2;
-  }
+  LaunchedPeer peer;
+  if (!parseLaunchedPeer(argc, argv, &peer)) return 2;
+  const Options& o = peer.options;
+  const int rank = peer.rank, nranks = peer.size;
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);
-  gloo::rendezvous::FileStore store(storeDir);
+  gloo::rendezvous::FileStore store(peer.storeDir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, nranks);
   context->connectFullMesh(store, device);
 

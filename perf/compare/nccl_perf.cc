@@ -57,14 +57,10 @@ ncclUniqueId exchangeId(int rank, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rank = launcherRank(), nranks = launcherSize(), localSize = launcherLocalSize();
-  const char* storeDir = std::getenv("PEER_STORE_DIR");
-  Options o;
-  if (!parseOptions(argc, argv, &o) || rank < 0 || nranks < 1 || storeDir == nullptr) {
-    usage(argv[0]);
-    std::fprintf(stderr, "  needs a launcher's rank and size variables and PEER_STORE_DIR (a directory all ranks see)\n");
-    return 2;
-  }
+  LaunchedPeer peer;
+  if (!parseLaunchedPeer(argc, argv, &peer)) return 2;
+  const Options& o = peer.options;
+  const int rank = peer.rank, nranks = peer.size, localSize = launcherLocalSize();
   // Refusals (no GPU, too few GPUs) exit 2, as the perf binaries' -m cuda does.
   int devices = 0;
   if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
@@ -78,7 +74,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   check(cudaSetDevice(launcherLocalRank() % devices), "cudaSetDevice");
-  ncclUniqueId id = exchangeId(rank, storeDir);
+  ncclUniqueId id = exchangeId(rank, peer.storeDir);
   ncclComm_t comm;
   check(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
   cudaStream_t stream;

@@ -85,6 +85,27 @@ inline void usage(const char* argv0) {
                        "[-n iters] [-w warmup]\n", argv0);
 }
 
+// What a peer that fairwayrun (or torchrun, srun) launches starts from:
+// the sweep's options, rank and size from the launcher's variables, and
+// PEER_STORE_DIR, the directory its ranks meet in. False, with the usage
+// printed, when any of them is missing or wrong.
+struct LaunchedPeer {
+  Options options;
+  int rank = -1, size = -1;
+  const char* storeDir = nullptr;
+};
+inline bool parseLaunchedPeer(int argc, char** argv, LaunchedPeer* out) {
+  out->rank = launcherRank();
+  out->size = launcherSize();
+  out->storeDir = std::getenv("PEER_STORE_DIR");
+  if (parseOptions(argc, argv, &out->options) && out->rank >= 0 && out->size >= 1 && out->storeDir != nullptr) {
+    return true;
+  }
+  usage(argv[0]);
+  std::fprintf(stderr, "  needs a launcher's rank and size variables and PEER_STORE_DIR (a directory all ranks see)\n");
+  return false;
+}
+
 // run(blockCount) runs (or enqueues) the collective once; barrier() and
 // meanOverRanks(x) are the library's own; finish() waits for enqueued work
 // (a device stream) before the clock stops. Prints nccl-tests' out-of-place
