@@ -9,27 +9,23 @@ using namespace fairway::perf;
 
 namespace {
 
-size_t block(size_t count, int nranks) { return count / static_cast<size_t>(nranks); }
-
 const PerfCollective kAllGather{
     "all_gather_perf",
     /*usesOp=*/false,
     /*usesRoot=*/false,
-    [](size_t count, int nranks) { return block(count, nranks); },
+    blockElements,
     [](size_t count, int) { return count; },
-    [](int n) { return static_cast<double>(n - 1) / n; },
-    [](const PerfBuffers& b) -> void* {
-      return static_cast<char*>(b.recv) + b.rank * block(b.count, b.nranks) * check::elementSize(b.datatype);
-    },
+    shareFromOthers,
+    ownBlockOfRecv,
     nullptr,
     [](const PerfBuffers& b) {
-      return fwAllGather(b.send, b.recv, block(b.count, b.nranks), b.datatype, b.comm, nullptr);
+      return fwAllGather(b.send, b.recv, blockElements(b.count, b.nranks), b.datatype, b.comm, nullptr);
     },
     [](const PerfBuffers& b, int seed) {
-      check::fill(b.send, b.datatype, fwSum, b.rank, 0, block(b.count, b.nranks), seed);
+      check::fill(b.send, b.datatype, fwSum, b.rank, 0, blockElements(b.count, b.nranks), seed);
     },
     [](const PerfBuffers& b, void* expected, int seed) {
-      const size_t n = block(b.count, b.nranks);
+      const size_t n = blockElements(b.count, b.nranks);
       check::fillGathered(expected, b.datatype, b.nranks, n, seed);
       return n * b.nranks;
     },

@@ -9,29 +9,27 @@ using namespace fairway::perf;
 
 namespace {
 
-size_t block(size_t count, int nranks) { return count / static_cast<size_t>(nranks); }
-
 const PerfCollective kAllToAll{
     "alltoall_perf",
     /*usesOp=*/false,
     /*usesRoot=*/false,
     [](size_t count, int) { return count; },
     [](size_t count, int) { return count; },
-    [](int n) { return static_cast<double>(n - 1) / n; },
+    shareFromOthers,
     [](const PerfBuffers& b) { return b.recv; },
     nullptr,
     [](const PerfBuffers& b) {
-      return fwAllToAll(b.send, b.recv, block(b.count, b.nranks), b.datatype, b.comm, nullptr);
+      return fwAllToAll(b.send, b.recv, blockElements(b.count, b.nranks), b.datatype, b.comm, nullptr);
     },
     // Rank r's element i (block i / n) is what rank r contributes at global
     // index r * count + i, so every block is distinct.
     [](const PerfBuffers& b, int seed) {
-      const size_t n = block(b.count, b.nranks) * b.nranks;
+      const size_t n = blockElements(b.count, b.nranks) * b.nranks;
       check::fill(b.send, b.datatype, fwSum, b.rank, b.rank * n, n, seed);
     },
     // Block j of the result is block rank of rank j's input.
     [](const PerfBuffers& b, void* expected, int seed) {
-      const size_t each = block(b.count, b.nranks), n = each * b.nranks, es = check::elementSize(b.datatype);
+      const size_t each = blockElements(b.count, b.nranks), n = each * b.nranks, es = check::elementSize(b.datatype);
       for (int j = 0; j < b.nranks; ++j) {
         check::fill(static_cast<char*>(expected) + j * each * es, b.datatype, fwSum, j, j * n + b.rank * each, each,
                     seed);

@@ -16,6 +16,11 @@
 #include "perf/perf_memory.h"
 
 namespace fairway::perf {
+
+void* ownBlockOfRecv(const PerfBuffers& b) {
+  return static_cast<char*>(b.recv) + b.rank * blockElements(b.count, b.nranks) * check::elementSize(b.datatype);
+}
+
 namespace {
 
 struct Options {

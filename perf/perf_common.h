@@ -44,6 +44,16 @@ struct PerfCollective {
   size_t (*fillExpected)(const PerfBuffers& b, void* expected, int seed);
 };
 
+// For the collectives whose count is nranks blocks (reduce-scatter's input,
+// the whole buffer of allgather, gather, scatter and alltoall): one block's
+// elements, and where this rank's block starts in b.recv (nccl-tests'
+// in-place position for them).
+inline size_t blockElements(size_t count, int nranks) { return count / static_cast<size_t>(nranks); }
+void* ownBlockOfRecv(const PerfBuffers& b);
+// nccl-tests' busbw factor (n-1)/n: each rank's share that comes from others
+// (reduce-scatter, allgather, alltoall, gather, scatter).
+inline double shareFromOthers(int nranks) { return static_cast<double>(nranks - 1) / nranks; }
+
 // Parses nccl-tests flags, creates the communicator from the launcher's
 // environment, runs the sweep and prints the table on rank 0. Returns the
 // process exit status: non-zero on any error or wrong value.

@@ -9,8 +9,6 @@ using namespace fairway::perf;
 
 namespace {
 
-size_t block(size_t count, int nranks) { return count / static_cast<size_t>(nranks); }
-
 const PerfCollective kReduceScatter{
     "reduce_scatter_perf",
     /*usesOp=*/true,
@@ -18,19 +16,17 @@ const PerfCollective kReduceScatter{
     [](size_t count, int) { return count; },
     // The whole input, so the in-place run fits in recv.
     [](size_t count, int) { return count; },
-    [](int n) { return static_cast<double>(n - 1) / n; },
+    shareFromOthers,
     [](const PerfBuffers& b) { return b.recv; },
-    [](const PerfBuffers& b) -> void* {
-      return static_cast<char*>(b.recv) + b.rank * block(b.count, b.nranks) * check::elementSize(b.datatype);
-    },
+    ownBlockOfRecv,
     [](const PerfBuffers& b) {
-      return fwReduceScatter(b.send, b.recv, block(b.count, b.nranks), b.datatype, b.op, b.comm, nullptr);
+      return fwReduceScatter(b.send, b.recv, blockElements(b.count, b.nranks), b.datatype, b.op, b.comm, nullptr);
     },
     [](const PerfBuffers& b, int seed) {
-      check::fill(b.send, b.datatype, b.op, b.rank, 0, block(b.count, b.nranks) * b.nranks, seed);
+      check::fill(b.send, b.datatype, b.op, b.rank, 0, blockElements(b.count, b.nranks) * b.nranks, seed);
     },
     [](const PerfBuffers& b, void* expected, int seed) {
-      const size_t n = block(b.count, b.nranks);
+      const size_t n = blockElements(b.count, b.nranks);
       check::fillReduced(expected, b.datatype, b.op, b.nranks, b.rank * n, n, seed);
       return n;
     },

@@ -9,12 +9,6 @@ using namespace fairway::perf;
 
 namespace {
 
-size_t block(size_t count, int nranks) { return count / static_cast<size_t>(nranks); }
-
-void* ownBlock(const PerfBuffers& b) {
-  return static_cast<char*>(b.recv) + b.rank * block(b.count, b.nranks) * check::elementSize(b.datatype);
-}
-
 const PerfCollective kScatter{
     "scatter_perf",
     /*usesOp=*/false,
@@ -22,18 +16,18 @@ const PerfCollective kScatter{
     [](size_t count, int) { return count; },
     // The whole input, so the in-place run fits in recv.
     [](size_t count, int) { return count; },
-    [](int n) { return static_cast<double>(n - 1) / n; },
+    shareFromOthers,
     [](const PerfBuffers& b) { return b.recv; },
-    ownBlock,
+    ownBlockOfRecv,
     [](const PerfBuffers& b) {
-      return fwScatter(b.send, b.recv, block(b.count, b.nranks), b.datatype, b.root, b.comm, nullptr);
+      return fwScatter(b.send, b.recv, blockElements(b.count, b.nranks), b.datatype, b.root, b.comm, nullptr);
     },
     // Every rank fills the root's pattern; only the root's is sent.
     [](const PerfBuffers& b, int seed) {
-      check::fill(b.send, b.datatype, fwSum, b.root, 0, block(b.count, b.nranks) * b.nranks, seed);
+      check::fill(b.send, b.datatype, fwSum, b.root, 0, blockElements(b.count, b.nranks) * b.nranks, seed);
     },
     [](const PerfBuffers& b, void* expected, int seed) {
-      const size_t n = block(b.count, b.nranks);
+      const size_t n = blockElements(b.count, b.nranks);
       check::fill(expected, b.datatype, fwSum, b.root, b.rank * n, n, seed);
       return n;
     },
