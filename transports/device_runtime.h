@@ -36,8 +36,10 @@ class DeviceRuntime {
   virtual void freeDevice(void* pointer) = 0;
   // Stream-ordered copy between any two pointers.
   virtual Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) = 0;
-  // Waits until everything enqueued on stream has run, or fails with
-  // fwTimeout after timeoutMs (work stuck behind a peer that never comes).
+  // Waits until everything enqueued on stream has run, and everything the
+  // stream itself waits for (the legacy default stream's work, for a
+  // blocking stream), or fails with fwTimeout after timeoutMs (work stuck
+  // behind a peer that never comes).
   virtual Status synchronize(void* stream, int64_t timeoutMs) = 0;
   // A private stream for staging copies, and events to order it.
   virtual Status createStream(void** out) = 0;

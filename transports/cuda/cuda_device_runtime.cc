@@ -73,9 +73,19 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMemcpyAsync", e);
   }
 
+  // Through an event, not cudaStreamQuery: a blocking stream's implicit wait
+  // on the legacy default stream (a cudaMemcpy between device buffers made
+  // just before the call, say) is added only to work enqueued on it, so a
+  // query of an idle stream reports done while that copy still runs.
   Status synchronize(void* stream, int64_t timeoutMs) override {
-    return waitUntilDone([&] { return cudaStreamQuery(static_cast<cudaStream_t>(stream)); }, "the stream's work",
-                         timeoutMs);
+    cudaEvent_t done = nullptr;
+    cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    if (e != cudaSuccess) return cudaFailure("cudaEventCreateWithFlags", e);
+    e = cudaEventRecord(done, static_cast<cudaStream_t>(stream));
+    Status waited = e == cudaSuccess ? waitUntilDone([&] { return cudaEventQuery(done); }, "the stream's work", timeoutMs)
+                                     : cudaFailure("cudaEventRecord", e);
+    (void)cudaEventDestroy(done);
+    return waited;
   }
 
   Status createStream(void** out) override {
