@@ -108,6 +108,19 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
     sameHost[r] = mine.sharesProcessSpaceWith(peers[r]);
   }
   RankLayout layout(nodeOfRank);
+  // Planned from the exchanged records alone, before any connection: every
+  // rank reaches the same verdict, so a plan that cannot run fails on all of
+  // them with its reason, not on one while another is half-way through
+  // connecting to it.
+  TransportPlan plan;
+  FW_RETURN_IF_ERROR(
+      TransportPlan::make(planInputs(config, layout, peers, *machine, ucxReachesCudaMemory), &plan));
+  if (rank == 0) {
+    for (const PlanReason& reason : plan.reasons) {
+      FW_LOG_AT(reason.fallback ? LogLevel::Warn : LogLevel::Info, Init, "plan: %s", reason.text.c_str());
+    }
+    FW_LOG(Info, Init, "plan: %s", plan.describe().c_str());
+  }
   TransportRoutes routes;
   routes.transportOfPeer.assign(size, 0);
   for (int r = 0; r < size; ++r) routes.transportOfPeer[r] = layout.nodeOf(r) == layout.nodeOf(rank) ? 0 : 1;
@@ -142,16 +155,6 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
     routes.transports.push_back(std::move(inter));
     FW_LOG(Info, Init, "rank %d: inter-node network device %s (%s)", rank,
            net.ucxDevice.empty() ? "chosen by UCX" : net.ucxDevice.c_str(), net.why.c_str());
-  }
-
-  TransportPlan plan;
-  FW_RETURN_IF_ERROR(
-      TransportPlan::make(planInputs(config, layout, peers, *machine, ucxReachesCudaMemory), &plan));
-  if (rank == 0) {
-    for (const PlanReason& reason : plan.reasons) {
-      FW_LOG_AT(reason.fallback ? LogLevel::Warn : LogLevel::Info, Init, "plan: %s", reason.text.c_str());
-    }
-    FW_LOG(Info, Init, "plan: %s", plan.describe().c_str());
   }
 
   int ranksOnHost = 0;
