@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "perf/check_data.h"
+#include "perf/parse_number.h"
 #include "perf/perf_memory.h"
 
 namespace fairway::perf {
@@ -73,29 +74,6 @@ const char* typeName(fwDataType_t t) {
   return "?";
 }
 
-bool parseSize(const char* text, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
-  }
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v);
-  return true;
-}
-
-bool parseInt(const char* text, int* out) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v < 0 || v > 100000000) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
@@ -115,7 +93,7 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
     switch (c) {
       case 'b': ok = parseSize(optarg, &o->minBytes); break;
       case 'e': ok = parseSize(optarg, &o->maxBytes); break;
-      case 'f': o->stepFactor = std::strtod(optarg, nullptr); ok = o->stepFactor > 1.0; break;
+      case 'f': ok = parseFactor(optarg, &o->stepFactor) && o->stepFactor > 1.0; break;
       case 'i': ok = parseSize(optarg, &o->stepBytes) && o->stepBytes > 0; o->stepFactor = 0; break;
       case 'n': ok = parseInt(optarg, &o->iters) && o->iters > 0; break;
       case 'w': ok = parseInt(optarg, &o->warmup); break;

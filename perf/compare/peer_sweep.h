@@ -13,6 +13,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "perf/parse_number.h"
+
 namespace fairway::peer {
 
 enum class Collective { AllReduce, ReduceScatter, AllGather };
@@ -70,19 +72,28 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
       else if (!std::strcmp(v, "reducescatter")) o->collective = Collective::ReduceScatter;
       else if (!std::strcmp(v, "allgather")) o->collective = Collective::AllGather;
       else return false;
-    } else if (!std::strcmp(argv[i], "-b")) o->minBytes = std::strtoull(v, nullptr, 10);
-    else if (!std::strcmp(argv[i], "-e")) o->maxBytes = std::strtoull(v, nullptr, 10);
-    else if (!std::strcmp(argv[i], "-f")) o->factor = std::strtod(v, nullptr);
-    else if (!std::strcmp(argv[i], "-n")) o->iters = std::atoi(v);
-    else if (!std::strcmp(argv[i], "-w")) o->warmup = std::atoi(v);
-    else return false;
+    } else if (!std::strcmp(argv[i], "-b")) {
+      if (!perf::parseSize(v, &o->minBytes)) return false;
+    } else if (!std::strcmp(argv[i], "-e")) {
+      if (!perf::parseSize(v, &o->maxBytes)) return false;
+    } else if (!std::strcmp(argv[i], "-f")) {
+      if (!perf::parseFactor(v, &o->factor)) return false;
+    } else if (!std::strcmp(argv[i], "-n")) {
+      if (!perf::parseInt(v, &o->iters)) return false;
+    } else if (!std::strcmp(argv[i], "-w")) {
+      if (!perf::parseInt(v, &o->warmup)) return false;
+    } else {
+      return false;
+    }
   }
   return o->minBytes > 0 && o->minBytes <= o->maxBytes && o->factor > 1 && o->iters > 0 && o->warmup >= 0;
 }
 
 inline void usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [-C allreduce|reducescatter|allgather] [-b bytes] [-e bytes] [-f factor] "
-                       "[-n iters] [-w warmup]\n", argv0);
+  std::fprintf(stderr,
+               "usage: %s [-C allreduce|reducescatter|allgather] [-b bytes[K|M|G]] [-e bytes[K|M|G]] [-f factor] "
+               "[-n iters] [-w warmup]\n",
+               argv0);
 }
 
 // What a peer that fairwayrun (or torchrun, srun) launches starts from:
