@@ -8,9 +8,28 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace fairway::testing {
+namespace {
+
+// What a stalled rank is doing, printed before it is killed: the kernel's
+// wait channel of each thread and, where gdb or cuda-gdb is installed,
+// every thread's stack (a stall inside a third-party library, CUDA's or
+// UCX's, shows up nowhere else).
+void describeStalledRank(pid_t pid) {
+  const std::string p = std::to_string(pid);
+  const std::string command =
+      "for t in /proc/" + p + "/task/*; do echo \"  thread ${t##*/}: $(cat $t/comm) waits in $(cat $t/wchan)\"; done; "
+      "gdb=$(command -v gdb || command -v cuda-gdb); "
+      "[ -z \"$gdb\" ] || timeout 30 \"$gdb\" -q -batch -p " + p +
+      " -ex 'thread apply all bt 25' 2>/dev/null | grep -E '^(#|Thread)'";
+  std::fflush(stderr);
+  if (std::system(("{ " + command + "; } >&2").c_str()) != 0) std::fprintf(stderr, "  (no stack available)\n");
+}
+
+}  // namespace
 
 std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body, int timeoutSeconds) {
   fwUniqueId id;
@@ -48,7 +67,8 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const Rank
     if (running > 0 && std::chrono::steady_clock::now() > deadline) {
       for (int r = 0; r < nranks; ++r) {
         if (pids[r] <= 0) continue;
-        std::fprintf(stderr, "rank %d still running after %d s: killing it\n", r, timeoutSeconds);
+        std::fprintf(stderr, "rank %d still running after %d s: killing it; it was here:\n", r, timeoutSeconds);
+        describeStalledRank(pids[r]);
         kill(pids[r], SIGKILL);
         waitpid(pids[r], nullptr, 0);
         outcomes[r].timedOut = true;
