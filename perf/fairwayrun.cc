@@ -22,7 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "perf/parse_number.h"
+
 namespace {
+
+using fairway::perf::parseInt;
+constexpr long kMaxCount = 1000000;  // ranks, nodes or seconds
 
 struct Options {
   int nranks = 0;
@@ -49,14 +54,6 @@ void usage() {
                "  --node-ids A,B,...  FAIRWAY_NODE_ID of each rank, in rank order (any layout)\n");
 }
 
-bool parseInt(const char* text, int minValue, int* out) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v < minValue || v > 1000000) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
 bool parseOptions(int argc, char** argv, Options* o) {
   int i = 1;
   int emulatedNodes = 0;
@@ -65,7 +62,7 @@ bool parseOptions(int argc, char** argv, Options* o) {
     if (i + 1 >= argc) return false;
     const char* value = argv[++i];
     if (flag == "-np" || flag == "-n") {
-      if (!parseInt(value, 1, &o->nranks)) return false;
+      if (!parseInt(value, &o->nranks, 1, kMaxCount)) return false;
     } else if (flag == "-x") {
       if (std::strchr(value, '=') == nullptr) return false;
       o->exports.push_back(value);
@@ -73,11 +70,11 @@ bool parseOptions(int argc, char** argv, Options* o) {
       if (std::strcmp(value, "core") != 0 && std::strcmp(value, "none") != 0) return false;
       o->bindToCore = std::strcmp(value, "core") == 0;
     } else if (flag == "--grace") {
-      if (!parseInt(value, 0, &o->graceSeconds)) return false;
+      if (!parseInt(value, &o->graceSeconds, 0, kMaxCount)) return false;
     } else if (flag == "--timeout") {
-      if (!parseInt(value, 1, &o->timeoutSeconds)) return false;
+      if (!parseInt(value, &o->timeoutSeconds, 1, kMaxCount)) return false;
     } else if (flag == "--nodes") {
-      if (!parseInt(value, 1, &emulatedNodes)) return false;
+      if (!parseInt(value, &emulatedNodes, 1, kMaxCount)) return false;
     } else if (flag == "--node-ids") {
       o->nodeOfRank.clear();
       std::string list = value;
