@@ -66,9 +66,10 @@ for ((m = 0; m < nodes; m++)); do
   ns=$tag-n$m
   ip netns add "$ns" || exit 1
   ip link add "$tag-v$m" netns "$switch" type veth peer name eth0 netns "$ns"
-  ip -n "$switch" link set "$tag-v$m" mtu "$mtu" master br0 up || exit 2
+  # The MTU both ends of the link agree on (a kernel may refuse one it checked as valid).
+  ip -n "$switch" link set "$tag-v$m" mtu "$mtu" master br0 up || exit 1
   ip -n "$ns" addr add "$(ip_of $m)/24" dev eth0
-  ip -n "$ns" link set eth0 mtu "$mtu" up
+  ip -n "$ns" link set eth0 mtu "$mtu" up || exit 1
   ip -n "$ns" link set lo up
   # The node's link, both directions: leaving the node and leaving the switch towards it.
   tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 512kb latency 100ms
