@@ -76,7 +76,9 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   // Through an event, not cudaStreamQuery: a blocking stream's implicit wait
   // on the legacy default stream (a cudaMemcpy between device buffers made
   // just before the call, say) is added only to work enqueued on it, so a
-  // query of an idle stream reports done while that copy still runs.
+  // query of an idle stream reports done while that copy still runs. An
+  // event per call (a microsecond or two, beside a staged collective's
+  // copies) keeps this safe from any thread and on any device.
   Status synchronize(void* stream, int64_t timeoutMs) override {
     cudaEvent_t done = nullptr;
     cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
