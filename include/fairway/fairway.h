@@ -35,7 +35,17 @@ extern "C" {
 #define FAIRWAY_API
 #endif
 
-typedef enum {
+/* In C++ the enums below have int as their underlying type, so any int a
+ * caller passes (from C, Python's ctypes or a cast) is a value of the type
+ * and the library can range-check it; in C they are plain enums, passed the
+ * same way. */
+#ifdef __cplusplus
+#define FAIRWAY_ENUM_BASE : int
+#else
+#define FAIRWAY_ENUM_BASE
+#endif
+
+typedef enum FAIRWAY_ENUM_BASE {
   fwSuccess = 0,
   fwInvalidArgument = 1,   /* a malformed argument not covered below */
   fwInvalidPointer = 2,    /* NULL buffer with count > 0, NULL out-parameter */
@@ -58,7 +68,7 @@ typedef enum {
   fwNumResults = 19
 } fwResult_t;
 
-typedef enum {
+typedef enum FAIRWAY_ENUM_BASE {
   fwInt8 = 0, fwUint8 = 1,
   fwInt32 = 2, fwUint32 = 3,
   fwInt64 = 4, fwUint64 = 5,
@@ -67,7 +77,7 @@ typedef enum {
   fwNumTypes = 10
 } fwDataType_t;
 
-typedef enum {
+typedef enum FAIRWAY_ENUM_BASE {
   fwSum = 0, fwProd = 1, fwMax = 2, fwMin = 3, fwAvg = 4,
   fwBand = 5, fwBor = 6, fwBxor = 7, /* integer types only */
   fwNumOps = 8
@@ -177,7 +187,9 @@ FAIRWAY_API fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t dataty
     int peer, fwComm_t comm, fwRequest_t* request);
 
 /* *done = 1 and the operation's result once complete (request released);
- * *done = 0 and fwSuccess while it runs. */
+ * *done = 0 and fwSuccess while it runs. A request is released exactly
+ * once: fwTest or fwWait on a released request, or on anything that never
+ * was one, returns fwInvalidArgument (fwInvalidPointer for NULL). */
 FAIRWAY_API fwResult_t fwTest(fwRequest_t request, int* done);
 FAIRWAY_API fwResult_t fwWait(fwRequest_t request);
 

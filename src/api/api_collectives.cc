@@ -77,7 +77,13 @@ fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, const CollectiveArgs
   if (st.isOk()) st = rejectDeviceBuffers(impl, args);
   std::shared_ptr<AsyncOperation> operation;
   if (st.isOk()) st = impl->startCollective(args, &operation);
-  if (st.isOk()) *request = new fwRequest{comm, std::move(operation), Pending{}};
+  if (st.isOk()) {
+    auto state = std::make_shared<RequestState>();
+    state->comm = comm;
+    state->what = collectiveName(args.kind);
+    state->operation = std::move(operation);
+    *request = registerRequest(std::move(state));
+  }
   return reportToCaller(st.withContext(collectiveName(args.kind)));
 }
 
@@ -125,16 +131,39 @@ fwResult_t nonBlockingMessage(bool isSend, fwComm_t comm, const void* buf, size_
                                 "with a stream");
   }
   if (st.isOk()) st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
-  if (st.isOk()) *request = new fwRequest{comm, nullptr, pending};
+  if (st.isOk()) {
+    auto state = std::make_shared<RequestState>();
+    state->comm = comm;
+    state->what = isSend ? "isend" : "irecv";
+    state->message = pending;
+    *request = registerRequest(std::move(state));
+  }
   return reportToCaller(st.withContext(isSend ? "isend" : "irecv"));
 }
 
 // A send/recv request needs its communicator alive to make progress.
-Status messengerOf(fwRequest_t request, Messenger** out) {
+Status messengerOf(const RequestState& request, Messenger** out) {
   Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(lookupComm(request->comm, &impl).withContext("the request's communicator"));
+  FW_RETURN_IF_ERROR(lookupComm(request.comm, &impl).withContext("the request's communicator"));
   *out = &impl->messenger();
   return Status::ok();
+}
+
+Status testRequest(RequestState& request, bool* finished) {
+  if (request.operation) {
+    *finished = request.operation->isDone();
+    return *finished ? request.operation->wait() : Status::ok();
+  }
+  Messenger* messenger = nullptr;
+  FW_RETURN_IF_ERROR(messengerOf(request, &messenger));
+  return messenger->test(&request.message, finished);
+}
+
+Status waitRequest(RequestState& request) {
+  if (request.operation) return request.operation->wait();
+  Messenger* messenger = nullptr;
+  FW_RETURN_IF_ERROR(messengerOf(request, &messenger));
+  return messenger->wait(&request.message);
 }
 
 }  // namespace
@@ -244,38 +273,28 @@ fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype, int peer
 }
 
 fwResult_t fwTest(fwRequest_t request, int* done) {
-  if (request == nullptr || done == nullptr) {
-    return reportToCaller(Status(fwInvalidPointer, request == nullptr ? "fwTest: request is NULL" : "fwTest: done is NULL"));
-  }
+  if (done == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwTest: done is NULL"));
   *done = 0;
-  Status st;
-  if (request->operation) {
-    if (!request->operation->isDone()) return fwSuccess;
-    st = request->operation->wait();
-  } else {
-    Messenger* messenger = nullptr;
-    st = messengerOf(request, &messenger);
-    bool finished = false;
-    if (st.isOk()) st = messenger->test(&request->message, &finished);
-    if (st.isOk() && !finished) return fwSuccess;
-  }
+  std::shared_ptr<RequestState> state;
+  Status st = lookupRequest(request, &state);
+  if (!st.isOk()) return reportToCaller(st.withContext("fwTest"));
+  bool finished = false;
+  st = testRequest(*state, &finished);
+  if (st.isOk() && !finished) return fwSuccess;
+  // Complete, or failed: either way the request ends here, released once.
+  Status released = releaseRequest(request);
+  if (!released.isOk()) return reportToCaller(released.withContext("fwTest"));
   *done = 1;
-  delete request;
-  return reportToCaller(st.withContext("fwTest"));
+  return reportToCaller(st.withContext(std::string("fwTest: ") + state->what));
 }
 
 fwResult_t fwWait(fwRequest_t request) {
-  if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwWait: request is NULL"));
-  Status st;
-  if (request->operation) {
-    st = request->operation->wait();
-  } else {
-    Messenger* messenger = nullptr;
-    st = messengerOf(request, &messenger);
-    if (st.isOk()) st = messenger->wait(&request->message);
-  }
-  delete request;
-  return reportToCaller(st.withContext("fwWait"));
+  std::shared_ptr<RequestState> state;
+  Status st = lookupRequest(request, &state);
+  // Taken out before waiting, so a second fwWait on it is refused at once.
+  if (st.isOk()) st = releaseRequest(request);
+  if (!st.isOk()) return reportToCaller(st.withContext("fwWait"));
+  return reportToCaller(waitRequest(*state).withContext(std::string("fwWait: ") + state->what));
 }
 
 }  // extern "C"

@@ -1,27 +1,36 @@
-// The objects behind fwComm_t and fwRequest_t. Live communicators are kept
-// in a registry so a destroyed or forged handle is refused, never followed.
+// The objects behind fwComm_t and fwRequest_t. A handle is a number drawn
+// from one counter that is never reused, not an address: a destroyed,
+// released, forged or mixed-up handle finds nothing in its registry and is
+// refused with a message, never followed into freed memory.
 #pragma once
 
 #include <memory>
 
+#include "comm/collective_args.h"
 #include "comm/communicator.h"
 
-struct fwComm {
-  std::unique_ptr<fairway::Communicator> impl;
-};
-
-struct fwRequest {
-  fwComm_t comm = nullptr;
-  std::shared_ptr<fairway::AsyncOperation> operation;  // a collective
-  fairway::Pending message;                            // or a send/recv
-};
-
 namespace fairway {
+
+// What a request handle stands for: a queued collective, or a posted
+// send/recv on its communicator.
+struct RequestState {
+  fwComm_t comm = nullptr;
+  const char* what = "";                          // the call that made it, for messages
+  std::shared_ptr<AsyncOperation> operation;      // a collective
+  Pending message;                                // or a send/recv
+};
 
 fwComm_t registerComm(std::unique_ptr<Communicator> impl);
 // The communicator behind handle, or fwInvalidComm naming why not.
 Status lookupComm(fwComm_t handle, Communicator** out);
-// Removes handle from the registry and frees it.
+// Removes handle from the registry and frees its communicator.
 void unregisterComm(fwComm_t handle);
+
+fwRequest_t registerRequest(std::shared_ptr<RequestState> state);
+// The live request behind handle, or fwInvalidArgument naming why not.
+Status lookupRequest(fwRequest_t handle, std::shared_ptr<RequestState>* out);
+// Takes the request out of the registry: of callers racing to release one
+// request, exactly one succeeds; the others get fwInvalidArgument.
+Status releaseRequest(fwRequest_t handle);
 
 }  // namespace fairway

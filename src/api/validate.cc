@@ -11,17 +11,22 @@ namespace {
 // The largest buffer any call may describe; beyond it byte offsets overflow.
 constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
 
+// The enums have int as their underlying type in C++ (fairway.h), so a
+// caller's out-of-range value is read as the int it is and refused here,
+// before anything switches on it.
 Status checkDatatype(fwDataType_t datatype) {
-  if (!isValidDatatype(datatype)) {
-    return Status(fwInvalidDatatype, "datatype " + std::to_string(static_cast<int>(datatype)) +
+  const int raw = static_cast<int>(datatype);
+  if (!isValidDatatype(raw)) {
+    return Status(fwInvalidDatatype, "datatype " + std::to_string(raw) +
                                          " is not a fwDataType_t (0.." + std::to_string(fwNumTypes - 1) + ")");
   }
   return Status::ok();
 }
 
 Status checkOp(fwRedOp_t op, fwDataType_t datatype) {
-  if (!isValidOp(op)) {
-    return Status(fwInvalidOp, "op " + std::to_string(static_cast<int>(op)) + " is not a fwRedOp_t (0.." +
+  const int raw = static_cast<int>(op);
+  if (!isValidOp(raw)) {
+    return Status(fwInvalidOp, "op " + std::to_string(raw) + " is not a fwRedOp_t (0.." +
                                    std::to_string(fwNumOps - 1) + ")");
   }
   if (!isOpDefinedFor(op, datatype)) {

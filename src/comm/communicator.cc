@@ -265,8 +265,9 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
     // Nothing may still write into the caller's buffers once we return.
     scratch_.forEachPendingList([&](Pending* list, size_t count) { messenger_->cancel(list, count); });
     messenger_->fail(st);
-    return st.withContext(collectiveName(args.kind));
   }
+  // The caller names the collective (the C API, or an internal caller's
+  // own context), so the message carries the name once.
   return st;
 }
 

@@ -1,5 +1,7 @@
 #include "tests/multirank/rank_harness.h"
 
+#include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,46 @@
 
 namespace fairway::testing {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long rank 0 may take to make the unique id before the others give up.
+constexpr int kUniqueIdWaitMs = 30000;
+
+int stallSecondsFrom(const RankOptions& options) {
+  if (options.stallSeconds > 0) return options.stallSeconds;
+  if (const char* text = std::getenv("FAIRWAY_TEST_STALL_S")) {
+    int seconds = std::atoi(text);
+    if (seconds > 0) return seconds;
+  }
+  return 240;
+}
+
+int threadCount() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int count = 0;
+  while (dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+// A fork from a process with other threads copies locks those threads may
+// hold (the allocator's, a logger's) into a child that can never release
+// them. ctest runs every test in a fresh process, so the parent has one
+// thread; a binary run whole may still have threads an earlier in-process
+// test left ending, so wait briefly for them, then say so.
+void expectSingleThreadedParent() {
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (threadCount() > 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  int threads = threadCount();
+  if (threads > 1) {
+    std::fprintf(stderr,
+                 "rank harness: forking ranks from a parent with %d threads; a child may inherit a held lock "
+                 "(run one test per process, as ctest does)\n",
+                 threads);
+  }
+}
 
 // What a stalled rank is doing, printed before it is killed: the kernel's
 // wait channel of each thread and, where gdb or cuda-gdb is installed,
@@ -29,31 +71,111 @@ void describeStalledRank(pid_t pid) {
   if (std::system(("{ " + command + "; } >&2").c_str()) != 0) std::fprintf(stderr, "  (no stack available)\n");
 }
 
+bool writeAll(int fd, const void* data, size_t bytes) {
+  auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads the id rank 0 sends, waiting at most kUniqueIdWaitMs.
+bool readUniqueId(int fd, fwUniqueId* id) {
+  auto* p = reinterpret_cast<char*>(id);
+  size_t left = sizeof(*id);
+  auto deadline = Clock::now() + std::chrono::milliseconds(kUniqueIdWaitMs);
+  while (left > 0) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd pfd{fd, POLLIN, 0};
+    if (ms <= 0 || poll(&pfd, 1, static_cast<int>(ms)) <= 0) return false;
+    ssize_t n = read(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;  // rank 0 could not make one
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The child's whole life: get the id (rank 0 makes it), run the body, exit.
+[[noreturn]] void runRank(int rank, int nranks, const RankOptions& options, std::vector<int>& idPipes,
+                          const std::function<int(const RankContext&)>& body) {
+  RankContext ctx{rank, nranks, {}};
+  // Keep only this rank's end of the pipes: a reader then sees end of file
+  // if rank 0 dies before sending the id.
+  for (int r = 1; r < nranks; ++r) {
+    int keep = rank == 0 ? idPipes[2 * r + 1] : (r == rank ? idPipes[2 * r] : -1);
+    for (int end = 0; end < 2; ++end) {
+      int& fd = idPipes[2 * r + end];
+      if (fd >= 0 && fd != keep) { close(fd); fd = -1; }
+    }
+  }
+  if (options.uniqueId) {
+    if (rank == 0) {
+      bool made = fwGetUniqueId(&ctx.id) == fwSuccess;
+      if (!made) std::fprintf(stderr, "[rank 0] fwGetUniqueId: %s\n", fwGetLastErrorMessage());
+      // A rank that already exited must not take rank 0 down with SIGPIPE.
+      struct sigaction ignore {}, previous {};
+      ignore.sa_handler = SIG_IGN;
+      sigaction(SIGPIPE, &ignore, &previous);
+      for (int r = 1; r < nranks; ++r) {
+        if (made) (void)writeAll(idPipes[2 * r + 1], &ctx.id, sizeof(ctx.id));
+        close(idPipes[2 * r + 1]);
+      }
+      sigaction(SIGPIPE, &previous, nullptr);
+      if (!made) _exit(1);
+    } else {
+      bool got = readUniqueId(idPipes[2 * rank], &ctx.id);
+      close(idPipes[2 * rank]);
+      if (!got) {
+        std::fprintf(stderr, "[rank %d] no unique id from rank 0 within %d ms\n", rank, kUniqueIdWaitMs);
+        _exit(1);
+      }
+    }
+  }
+  int failures = body(ctx);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(failures > 100 ? 100 : failures);
+}
+
 }  // namespace
 
-std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body, int timeoutSeconds) {
-  fwUniqueId id;
+std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body,
+                                  RankOptions options) {
+  const int stallSeconds = stallSecondsFrom(options);
   std::vector<RankOutcome> outcomes(nranks);
-  if (fwGetUniqueId(&id) != fwSuccess) {
-    std::fprintf(stderr, "fwGetUniqueId: %s\n", fwGetLastErrorMessage());
-    for (auto& o : outcomes) o.exitCode = 1;
-    return outcomes;
+  expectSingleThreadedParent();
+  // Pipe r carries the unique id from rank 0 to rank r (r >= 1).
+  std::vector<int> idPipes(2 * nranks, -1);
+  for (int r = 1; options.uniqueId && r < nranks; ++r) {
+    if (pipe(&idPipes[2 * r]) != 0) {
+      std::perror("rank harness: pipe");
+      for (auto& o : outcomes) o.exitCode = 1;
+      return outcomes;
+    }
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  std::vector<pid_t> pids(nranks);
+  std::vector<pid_t> pids(nranks, -1);
   for (int r = 0; r < nranks; ++r) {
     pid_t pid = fork();
-    if (pid == 0) {
-      int failures = body(RankContext{r, nranks, id});
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(failures > 100 ? 100 : failures);
+    if (pid == 0) runRank(r, nranks, options, idPipes, body);
+    if (pid < 0) {
+      std::perror("rank harness: fork");
+      outcomes[r].exitCode = 1;
     }
     pids[r] = pid;
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
-  int running = nranks;
+  for (int fd : idPipes) if (fd >= 0) close(fd);
+
+  auto deadline = Clock::now() + std::chrono::seconds(stallSeconds);
+  int running = 0;
+  for (pid_t pid : pids) running += pid > 0;
   while (running > 0) {
     for (int r = 0; r < nranks; ++r) {
       if (pids[r] <= 0) continue;
@@ -64,10 +186,10 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const Rank
         --running;
       }
     }
-    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
+    if (running > 0 && Clock::now() > deadline) {
       for (int r = 0; r < nranks; ++r) {
         if (pids[r] <= 0) continue;
-        std::fprintf(stderr, "rank %d still running after %d s: killing it; it was here:\n", r, timeoutSeconds);
+        std::fprintf(stderr, "rank %d still running after %d s: killing it; it was here:\n", r, stallSeconds);
         describeStalledRank(pids[r]);
         kill(pids[r], SIGKILL);
         waitpid(pids[r], nullptr, 0);

@@ -22,10 +22,24 @@ struct RankOutcome {
   bool timedOut = false;
 };
 
+struct RankOptions {
+  // Ranks still running after this long are described (threads, stacks)
+  // and killed. 0: FAIRWAY_TEST_STALL_S from the environment (CMake sets it
+  // below each test's ctest timeout, so the description is always printed),
+  // else 240.
+  int stallSeconds = 0;
+  // Whether rank 0 makes a unique id (starting the bootstrap root in its
+  // process) for ctx.id; tests that form communicators from a launcher's
+  // variables need none.
+  bool uniqueId = true;
+};
+
 // Forks nranks processes that each run body; returns one outcome per rank.
-// The parent kills ranks still running after timeoutSeconds.
+// Fork-safe: the ranks are forked before any Fairway thread exists (rank 0
+// makes the unique id after the fork and hands it to the others through
+// pipes), so no child inherits a lock another thread held at the fork.
 std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body,
-                                  int timeoutSeconds = 240);
+                                  RankOptions options = {});
 
 // A line of context for a failed check, printed by the rank that saw it.
 void reportFailure(const RankContext& ctx, const std::string& what);
