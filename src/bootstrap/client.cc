@@ -1,6 +1,10 @@
 #include "bootstrap/client.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
+
+#include "core/log.h"
 
 namespace fairway {
 namespace {
@@ -15,20 +19,32 @@ Status rootError(const Frame& frame) {
 
 Status BootstrapClient::join(const BootstrapId& id, int rank, int nranks, int64_t timeoutMs, BootstrapClient* out) {
   Deadline deadline = deadlineAfterMs(timeoutMs);
-  FW_RETURN_IF_ERROR(Socket::connectTo(id.root, deadline, &out->socket_));
   Hello hello{};
   std::memcpy(hello.secret, id.secret, kSecretBytes);
   hello.rank = static_cast<uint32_t>(rank);
   hello.nranks = static_cast<uint32_t>(nranks);
   std::vector<uint8_t> payload = encodeHello(hello);
-  FW_RETURN_IF_ERROR(sendFrame(out->socket_, FrameType::Hello, payload.data(), payload.size(), deadline));
-  Frame answer;
-  FW_RETURN_IF_ERROR(recvFrame(out->socket_, kMaxContributionBytes, deadline, &answer).withContext("bootstrap root"));
-  if (answer.type == FrameType::Error) return rootError(answer);
-  if (answer.type != FrameType::Welcome) return Status(fwAuthError, "bootstrap root sent an unexpected frame");
-  out->nranks_ = nranks;
-  out->timeoutMs_ = timeoutMs;
-  return Status::ok();
+  auto backoff = std::chrono::milliseconds(10);
+  for (;;) {
+    FW_RETURN_IF_ERROR(Socket::connectTo(id.root, deadline, &out->socket_));
+    Frame answer;
+    Status st = sendFrame(out->socket_, FrameType::Hello, payload.data(), payload.size(), deadline);
+    if (st.isOk()) st = recvFrame(out->socket_, kMaxContributionBytes, deadline, &answer);
+    // A root flooded with connections may close this one unanswered to
+    // make room (it answers every hello it reads): try again.
+    if (st.code() == fwRemoteError && Clock::now() + backoff < deadline) {
+      FW_LOG(Info, Bootstrap, "bootstrap root closed the connection before answering; joining again");
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+      continue;
+    }
+    FW_RETURN_IF_ERROR(st.withContext("bootstrap root"));
+    if (answer.type == FrameType::Error) return rootError(answer);
+    if (answer.type != FrameType::Welcome) return Status(fwAuthError, "bootstrap root sent an unexpected frame");
+    out->nranks_ = nranks;
+    out->timeoutMs_ = timeoutMs;
+    return Status::ok();
+  }
 }
 
 Status BootstrapClient::allgather(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all) {
@@ -45,21 +61,7 @@ Status BootstrapClient::allgather(const std::vector<uint8_t>& mine, std::vector<
   if (!st.isOk()) return st.withContext("bootstrap");
   if (frame.type == FrameType::Error) return rootError(frame);
   if (frame.type != FrameType::Gathered) return Status(fwAuthError, "bootstrap root sent an unexpected frame");
-  all->assign(nranks_, {});
-  size_t pos = 0;
-  const std::vector<uint8_t>& p = frame.payload;
-  for (int r = 0; r < nranks_; ++r) {
-    if (p.size() - pos < 8) return Status(fwAuthError, "bootstrap root sent a truncated allgather");
-    uint64_t length = readU64(p.data() + pos);
-    pos += 8;
-    if (length > kMaxContributionBytes || length > p.size() - pos) {
-      return Status(fwAuthError, "bootstrap root sent a malformed allgather");
-    }
-    (*all)[r].assign(p.begin() + pos, p.begin() + pos + length);
-    pos += length;
-  }
-  if (pos != p.size()) return Status(fwAuthError, "bootstrap root sent trailing bytes");
-  return Status::ok();
+  return decodeGathered(frame.payload, nranks_, all);
 }
 
 void BootstrapClient::leave() {

@@ -1,6 +1,7 @@
 #include "bootstrap/launcher_env.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "core/log.h"
 
@@ -88,18 +89,43 @@ Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out) {
   }
   FW_RETURN_IF_ERROR(parseHostPort(root, &out->id.root).withContext("bootstrap root"));
 
-  std::string secretText = config.jobSecret;
-  if (secretText.empty()) {
-    secretText = launcherJobId();
-    if (secretText.empty()) {
-      secretText = root + "/" + std::to_string(out->size);
-      FW_LOG(Info, Bootstrap, "no FAIRWAY_JOB_SECRET or launcher job id: the job secret is derived from %s",
-             secretText.c_str());
-    }
-  }
-  secretFromText(secretText, out->id.secret);
+  std::string jobId = launcherJobId();
+  std::string publicValues = (jobId.empty() ? "" : jobId + " ") + "root " + root + " size " + std::to_string(out->size);
+  FW_RETURN_IF_ERROR(readJobSecret(config, publicValues, &out->secret));
+  std::memcpy(out->id.secret, out->secret.bytes, kSecretBytes);
   out->hostsRoot = out->rank == 0;
+  if (!out->hostsRoot) return Status::ok();
+  FW_RETURN_IF_ERROR(chooseRootListenAddress(out->id.root, config.socketIfname, &out->listenAddress));
+  if (out->secret.isPublic) {
+    FW_LOG(Warn, Bootstrap,
+           "no FAIRWAY_JOB_SECRET or FAIRWAY_JOB_SECRET_FILE: the job secret is derived from %s, so any process "
+           "that reaches %s can join this job and stall or break it. Give every rank the same secret: "
+           "FAIRWAY_JOB_SECRET, or FAIRWAY_JOB_SECRET_FILE naming a file only you can read (fairwayrun makes one "
+           "itself)",
+           out->secret.source.c_str(), out->listenAddress.toString().c_str());
+  }
   return Status::ok();
+}
+
+Status chooseRootListenAddress(const SocketAddress& advertised, const std::string& socketIfname,
+                               SocketAddress* out) {
+  if (isAddressOfThisHost(advertised)) {
+    *out = advertised;
+    return Status::ok();
+  }
+  if (!socketIfname.empty()) {
+    SocketAddress local;
+    FW_RETURN_IF_ERROR(findInterfaceAddress(socketIfname, &local));
+    *out = withPort(local, portOf(advertised));
+    FW_LOG(Info, Bootstrap, "bootstrap root: %s is not an address of this host; listening on %s "
+                            "(FAIRWAY_SOCKET_IFNAME=%s) instead", advertised.toString().c_str(),
+           out->toString().c_str(), socketIfname.c_str());
+    return Status::ok();
+  }
+  return Status(fwInvalidUsage, "bootstrap root: " + advertised.toString() +
+                                    " (FAIRWAY_COMM_ID, or MASTER_ADDR and MASTER_PORT+1) is not an address of rank "
+                                    "0's host, so its root cannot listen there: name an address this host holds, or "
+                                    "set FAIRWAY_SOCKET_IFNAME to the interface to listen on");
 }
 
 }  // namespace fairway

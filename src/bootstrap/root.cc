@@ -2,7 +2,9 @@
 
 #include <poll.h>
 
+#include <cerrno>
 #include <cstring>
+#include <list>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -11,6 +13,19 @@
 
 namespace fairway {
 namespace {
+
+// A new connection must say hello within this long; until it has, it holds
+// only its own place in the pending list, never the root.
+constexpr int64_t kHelloWaitMs = 2000;
+// Connections that have not said hello yet, at most; past it the oldest is
+// dropped to make room (a rank says hello as soon as it connects, so the
+// oldest is the one least likely to be a rank).
+constexpr size_t kMaxPendingConnections = 256;
+// Connections accepted per wake-up, so that a flood of them cannot keep the
+// root from reading the hellos already waiting.
+constexpr int kAcceptsPerWakeup = 64;
+// Dropped connections logged one by one; the rest are counted.
+constexpr int kDropsLoggedOneByOne = 16;
 
 // Constant-time, so a stray peer learns nothing from response timing.
 bool secretsEqual(const uint8_t* a, const uint8_t* b) {
@@ -25,6 +40,37 @@ std::string rankList(const std::vector<int>& ranks) {
   return out;
 }
 
+// A connection that has not said hello yet.
+struct Newcomer {
+  Socket socket;
+  FrameReader reader{kHelloBytes};
+  Deadline helloBy;
+};
+
+// An admitted rank's connection.
+struct RankConnection {
+  Socket socket;
+  FrameReader reader{kMaxContributionBytes};
+  bool contributed = false;
+  bool done = false;  // said goodbye
+  std::vector<uint8_t> contribution;
+};
+
+// Reads what a connection has sent into its reader; *complete once a whole
+// frame is there. Errors are the peer's: malformed bytes or a closed socket.
+Status readArrived(const Socket& socket, FrameReader* reader, bool* complete) {
+  for (;;) {
+    size_t got = 0;
+    FW_RETURN_IF_ERROR(socket.readSome(reader->next(), reader->wanted(), &got));
+    FW_RETURN_IF_ERROR(reader->advance(got));
+    *complete = reader->complete();
+    if (*complete || got == 0) return Status::ok();
+  }
+}
+
+// The root thread: one poll loop over the listener, the newcomers and the
+// admitted ranks, so no number of silent or slow connections delays a rank
+// that speaks the protocol.
 class BootstrapRoot {
  public:
   BootstrapRoot(Socket listener, const uint8_t secret[kSecretBytes], int64_t timeoutMs)
@@ -33,8 +79,8 @@ class BootstrapRoot {
   }
 
   void run() {
-    Status st = admitRanks();
-    if (st.isOk()) st = serveRounds();
+    Status st = serve();
+    reportDropsNotLogged();
     if (!st.isOk()) {
       FW_LOG(Warn, Bootstrap, "bootstrap root giving up: %s", st.message().c_str());
       broadcastError(st.message());
@@ -42,139 +88,215 @@ class BootstrapRoot {
   }
 
  private:
-  // Accepts connections until every rank of the job has said hello. Peers
-  // with a wrong secret, malformed bytes or a duplicate rank are dropped.
-  Status admitRanks() {
-    Deadline deadline = deadlineAfterMs(timeoutMs_);
-    for (;;) {
-      Socket peer;
-      Status st = listener_.accept(deadline, &peer);
-      if (st.code() == fwTimeout) {
-        if (nranks_ == 0) return Status(fwTimeout, "no rank joined within " + std::to_string(timeoutMs_) + " ms");
-        std::vector<int> missing;
-        for (int r = 0; r < nranks_; ++r) if (!ranks_[r].valid()) missing.push_back(r);
-        return Status(fwTimeout, "rank(s) " + rankList(missing) + " never joined within " +
-                                     std::to_string(timeoutMs_) + " ms");
-      }
-      FW_RETURN_IF_ERROR(st);
-      // A silent connection may hold up admission only briefly.
-      Frame frame;
-      st = recvFrame(peer, kHelloBytes, std::min(deadline, deadlineAfterMs(2000)), &frame);
-      Hello hello{};
-      if (!st.isOk() || frame.type != FrameType::Hello || !decodeHello(frame.payload, &hello)) {
-        FW_LOG(Warn, Bootstrap, "bootstrap root dropped a connection that sent no valid hello%s%s",
-               st.isOk() ? "" : ": ", st.message().c_str());
-        continue;
-      }
-      if (!secretsEqual(hello.secret, secret_)) {
-        FW_LOG(Warn, Bootstrap, "bootstrap root dropped a connection with a wrong job secret (claimed rank %u)",
-               hello.rank);
-        reject(peer, "wrong job secret: this connection belongs to another job", deadline);
-        continue;
-      }
-      if (nranks_ == 0) {
-        if (hello.nranks == 0 || hello.nranks > (1u << 20)) {
-          reject(peer, "nranks " + std::to_string(hello.nranks) + " out of range", deadline);
-          continue;
-        }
-        nranks_ = static_cast<int>(hello.nranks);
-        ranks_.resize(nranks_);
-      }
-      if (static_cast<int>(hello.nranks) != nranks_ || hello.rank >= hello.nranks || ranks_[hello.rank].valid()) {
-        FW_LOG(Warn, Bootstrap, "bootstrap root dropped rank %u of %u: job has %d ranks%s", hello.rank,
-               hello.nranks, nranks_, hello.rank < ranks_.size() && ranks_[hello.rank].valid() ? ", rank taken" : "");
-        reject(peer, "rank " + std::to_string(hello.rank) + " of " + std::to_string(hello.nranks) +
-                         " does not fit a job of " + std::to_string(nranks_) + " ranks, or is taken",
-               deadline);
-        continue;
-      }
-      // The rank sends nothing more until admitted, so a rejected peer
-      // always reads its reason instead of a reset connection.
-      if (!sendFrame(peer, FrameType::Welcome, nullptr, 0, std::min(deadline, deadlineAfterMs(2000))).isOk()) {
-        FW_LOG(Warn, Bootstrap, "bootstrap root: rank %u left before it was admitted", hello.rank);
-        continue;
-      }
-      ranks_[hello.rank] = std::move(peer);
-      if (++admitted_ == nranks_) return Status::ok();
-    }
-  }
+  bool allAdmitted() const { return nranks_ > 0 && admitted_ == nranks_; }
 
-  void reject(const Socket& peer, const std::string& why, Deadline deadline) {
-    (void)sendFrame(peer, FrameType::Error, why.data(), why.size(), std::min(deadline, deadlineAfterMs(500)));
-  }
-
-  // Each round: one Contribute from every rank, then the concatenation to all.
-  Status serveRounds() {
-    std::vector<bool> done(nranks_, false);
-    int doneCount = 0;
-    std::vector<std::vector<uint8_t>> contributions(nranks_);
-    std::vector<bool> contributed(nranks_, false);
-    int contributedCount = 0;
-    std::vector<pollfd> fds(nranks_);
+  Status serve() {
+    // Until every rank has joined, the job has timeoutMs from the start;
+    // then timeoutMs for each allgather round.
     Deadline deadline = deadlineAfterMs(timeoutMs_);
-    while (doneCount < nranks_) {
-      for (int r = 0; r < nranks_; ++r) {
-        fds[r] = pollfd{(done[r] || contributed[r]) ? -1 : ranks_[r].fd(), POLLIN, 0};
+    std::vector<pollfd> fds;
+    while (nranks_ == 0 || doneCount_ < nranks_) {
+      Deadline wakeBy = deadline;
+      if (!newcomers_.empty()) wakeBy = std::min(wakeBy, newcomers_.front().helloBy);
+      fds.clear();
+      if (listener_.valid()) fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
+      for (RankConnection& r : ranks_) {
+        fds.push_back(pollfd{r.done || r.contributed ? -1 : r.socket.fd(), POLLIN, 0});
       }
-      int rc = ::poll(fds.data(), fds.size(), msUntil(deadline));
+      for (Newcomer& n : newcomers_) fds.push_back(pollfd{n.socket.fd(), POLLIN, 0});
+      int rc = ::poll(fds.data(), fds.size(), msUntil(wakeBy));
       if (rc < 0 && errno != EINTR) return Status(fwSystemError, std::string("poll: ") + std::strerror(errno));
-      if (rc == 0) {
-        std::vector<int> late;
-        for (int r = 0; r < nranks_; ++r) if (!done[r] && !contributed[r]) late.push_back(r);
-        return Status(fwTimeout, "rank(s) " + rankList(late) + " sent nothing to the bootstrap for " +
-                                     std::to_string(timeoutMs_) + " ms");
+      if (rc < 0) continue;
+
+      size_t next = 0;
+      bool listenerReady = listener_.valid() && fds[next++].revents != 0;
+      bool roundDone = false;
+      for (RankConnection& r : ranks_) {
+        if (fds[next++].revents != 0) FW_RETURN_IF_ERROR(serviceRank(&r));
       }
-      for (int r = 0; r < nranks_; ++r) {
-        if (fds[r].fd < 0 || fds[r].revents == 0) continue;
-        Frame frame;
-        Status st = recvFrame(ranks_[r], kMaxContributionBytes, deadline, &frame);
-        if (!st.isOk()) {
-          ranks_[r].close();
-          done[r] = true;
-          return Status(fwRemoteError, "rank " + std::to_string(r) + " left the bootstrap: " + st.message());
+      FW_RETURN_IF_ERROR(serviceNewcomers(fds, next));
+      dropLateNewcomers();
+      if (listenerReady) FW_RETURN_IF_ERROR(acceptNewcomers());
+
+      if (allAdmitted()) {
+        if (listener_.valid()) {
+          // The job is complete: later connections are strays.
+          listener_.close();
+          newcomers_.clear();
+          reportDropsNotLogged();
+          deadline = deadlineAfterMs(timeoutMs_);
         }
-        if (frame.type == FrameType::Bye) {
-          ranks_[r].close();
-          done[r] = true;
-          ++doneCount;
-        } else if (frame.type == FrameType::Contribute) {
-          contributions[r] = std::move(frame.payload);
-          contributed[r] = true;
-          ++contributedCount;
-        } else {
-          return Status(fwAuthError, "rank " + std::to_string(r) + " sent an unexpected bootstrap frame");
-        }
+        FW_RETURN_IF_ERROR(finishRoundIfComplete(&roundDone));
+        if (roundDone) deadline = deadlineAfterMs(timeoutMs_);
       }
-      if (contributedCount > 0 && contributedCount + doneCount == nranks_) {
-        if (doneCount > 0) {
-          return Status(fwRemoteError, "some ranks left the bootstrap while others still needed an allgather");
-        }
-        FW_RETURN_IF_ERROR(sendGathered(contributions, deadline));
-        contributed.assign(nranks_, false);
-        contributedCount = 0;
-        deadline = deadlineAfterMs(timeoutMs_);
-      }
+      if (!roundDone && Clock::now() >= deadline && (nranks_ == 0 || doneCount_ < nranks_)) return timedOut();
     }
     return Status::ok();
   }
 
-  Status sendGathered(const std::vector<std::vector<uint8_t>>& contributions, Deadline deadline) {
-    std::vector<uint8_t> payload;
-    for (const auto& c : contributions) {
-      appendU64(&payload, c.size());
-      payload.insert(payload.end(), c.begin(), c.end());
+  Status timedOut() const {
+    const std::string limit = std::to_string(timeoutMs_) + " ms";
+    if (nranks_ == 0) return Status(fwTimeout, "no rank joined within " + limit);
+    std::vector<int> late;
+    if (!allAdmitted()) {
+      for (int r = 0; r < nranks_; ++r) if (!ranks_[r].socket.valid() && !ranks_[r].done) late.push_back(r);
+      return Status(fwTimeout, "rank(s) " + rankList(late) + " never joined within " + limit);
     }
+    for (int r = 0; r < nranks_; ++r) if (!ranks_[r].done && !ranks_[r].contributed) late.push_back(r);
+    return Status(fwTimeout, "rank(s) " + rankList(late) + " sent nothing to the bootstrap for " + limit);
+  }
+
+  // A frame from an admitted rank: its contribution to the current round,
+  // or its goodbye.
+  Status serviceRank(RankConnection* r) {
+    const int rank = static_cast<int>(r - ranks_.data());
+    bool complete = false;
+    Status st = readArrived(r->socket, &r->reader, &complete);
+    if (!st.isOk()) {
+      r->socket.close();
+      return Status(fwRemoteError, "rank " + std::to_string(rank) + " left the bootstrap: " + st.message());
+    }
+    if (!complete) return Status::ok();
+    Frame frame = r->reader.take();
+    if (frame.type == FrameType::Bye) {
+      r->socket.close();
+      r->done = true;
+      ++doneCount_;
+    } else if (frame.type == FrameType::Contribute) {
+      r->contribution = std::move(frame.payload);
+      r->contributed = true;
+    } else {
+      return Status(fwAuthError, "rank " + std::to_string(rank) + " sent an unexpected bootstrap frame");
+    }
+    return Status::ok();
+  }
+
+  Status serviceNewcomers(const std::vector<pollfd>& fds, size_t next) {
+    for (auto it = newcomers_.begin(); it != newcomers_.end(); ++next) {
+      if (fds[next].revents == 0) { ++it; continue; }
+      bool complete = false;
+      Status st = readArrived(it->socket, &it->reader, &complete);
+      if (!st.isOk()) {
+        noteDrop("bootstrap root dropped a connection that sent no valid hello: " + st.message());
+        it = newcomers_.erase(it);
+        continue;
+      }
+      if (!complete) { ++it; continue; }
+      Frame frame = it->reader.take();
+      Socket socket = std::move(it->socket);
+      it = newcomers_.erase(it);
+      FW_RETURN_IF_ERROR(admitOrReject(std::move(socket), frame));
+    }
+    return Status::ok();
+  }
+
+  Status admitOrReject(Socket peer, const Frame& frame) {
+    Hello hello{};
+    if (frame.type != FrameType::Hello || !decodeHello(frame.payload, &hello)) {
+      noteDrop("bootstrap root dropped a connection that sent no valid hello");
+      return Status::ok();
+    }
+    if (!secretsEqual(hello.secret, secret_)) {
+      noteDrop("bootstrap root dropped a connection with a wrong job secret (claimed rank " +
+               std::to_string(hello.rank) + ")");
+      reject(peer, "wrong job secret: this connection belongs to another job");
+      return Status::ok();
+    }
+    if (nranks_ == 0) {
+      if (hello.nranks == 0 || hello.nranks > (1u << 20)) {
+        reject(peer, "nranks " + std::to_string(hello.nranks) + " out of range");
+        return Status::ok();
+      }
+      nranks_ = static_cast<int>(hello.nranks);
+      ranks_.resize(nranks_);
+    }
+    bool taken = hello.rank < ranks_.size() && (ranks_[hello.rank].socket.valid() || ranks_[hello.rank].done);
+    if (static_cast<int>(hello.nranks) != nranks_ || hello.rank >= hello.nranks || taken) {
+      FW_LOG(Warn, Bootstrap, "bootstrap root dropped rank %u of %u: job has %d ranks%s", hello.rank, hello.nranks,
+             nranks_, taken ? ", rank taken" : "");
+      reject(peer, "rank " + std::to_string(hello.rank) + " of " + std::to_string(hello.nranks) +
+                       " does not fit a job of " + std::to_string(nranks_) + " ranks, or is taken");
+      return Status::ok();
+    }
+    // The rank sends nothing more until admitted, so a rejected peer always
+    // reads its reason instead of a reset connection.
+    if (!sendFrame(peer, FrameType::Welcome, nullptr, 0, deadlineAfterMs(1000)).isOk()) {
+      FW_LOG(Warn, Bootstrap, "bootstrap root: rank %u left before it was admitted", hello.rank);
+      return Status::ok();
+    }
+    ranks_[hello.rank].socket = std::move(peer);
+    ++admitted_;
+    return Status::ok();
+  }
+
+  // Tells a refused peer why, if its socket takes the few bytes at once:
+  // an unauthenticated peer never makes the root wait.
+  void reject(const Socket& peer, const std::string& why) {
+    (void)sendFrame(peer, FrameType::Error, why.data(), why.size(), Clock::now());
+  }
+
+  void dropLateNewcomers() {
+    Deadline now = Clock::now();
+    while (!newcomers_.empty() && newcomers_.front().helloBy <= now) {
+      noteDrop("bootstrap root dropped a connection that said nothing for " + std::to_string(kHelloWaitMs) + " ms");
+      newcomers_.pop_front();
+    }
+  }
+
+  Status acceptNewcomers() {
+    for (int i = 0; i < kAcceptsPerWakeup; ++i) {
+      Socket peer;
+      FW_RETURN_IF_ERROR(listener_.tryAccept(&peer));
+      if (!peer.valid()) break;
+      if (newcomers_.size() >= kMaxPendingConnections) {
+        noteDrop("bootstrap root dropped the oldest of " + std::to_string(kMaxPendingConnections) +
+                 " connections waiting to say hello, to make room");
+        newcomers_.pop_front();
+      }
+      newcomers_.push_back(Newcomer{std::move(peer), FrameReader(kHelloBytes), deadlineAfterMs(kHelloWaitMs)});
+    }
+    return Status::ok();
+  }
+
+  // Once every rank that has not left has contributed, answers them all.
+  Status finishRoundIfComplete(bool* roundDone) {
+    int contributed = 0;
+    for (const RankConnection& r : ranks_) contributed += r.contributed;
+    if (contributed == 0 || contributed + doneCount_ < nranks_) return Status::ok();
+    if (doneCount_ > 0) {
+      return Status(fwRemoteError, "some ranks left the bootstrap while others still needed an allgather");
+    }
+    std::vector<std::vector<uint8_t>> contributions(nranks_);
+    for (int r = 0; r < nranks_; ++r) contributions[r] = std::move(ranks_[r].contribution);
+    std::vector<uint8_t> payload = encodeGathered(contributions);
+    Deadline deadline = deadlineAfterMs(timeoutMs_);
     for (int r = 0; r < nranks_; ++r) {
-      Status st = sendFrame(ranks_[r], FrameType::Gathered, payload.data(), payload.size(), deadline);
+      Status st = sendFrame(ranks_[r].socket, FrameType::Gathered, payload.data(), payload.size(), deadline);
       if (!st.isOk()) return Status(fwRemoteError, "rank " + std::to_string(r) + ": " + st.message());
+      ranks_[r].contributed = false;
     }
+    *roundDone = true;
     return Status::ok();
   }
 
   void broadcastError(const std::string& why) {
-    for (Socket& s : ranks_) {
-      if (s.valid()) (void)sendFrame(s, FrameType::Error, why.data(), why.size(), deadlineAfterMs(500));
+    for (RankConnection& r : ranks_) {
+      if (r.socket.valid()) {
+        (void)sendFrame(r.socket, FrameType::Error, why.data(), why.size(), deadlineAfterMs(500));
+      }
     }
+  }
+
+  void noteDrop(const std::string& what) {
+    if (++drops_ <= kDropsLoggedOneByOne) FW_LOG(Warn, Bootstrap, "%s", what.c_str());
+  }
+
+  void reportDropsNotLogged() {
+    if (drops_ > kDropsLoggedOneByOne) {
+      FW_LOG(Warn, Bootstrap, "bootstrap root dropped %d more connections (wrong secret, malformed or silent)",
+             drops_ - kDropsLoggedOneByOne);
+    }
+    drops_ = std::min(drops_, kDropsLoggedOneByOne);
   }
 
   Socket listener_;
@@ -182,7 +304,10 @@ class BootstrapRoot {
   int64_t timeoutMs_;
   int nranks_ = 0;
   int admitted_ = 0;
-  std::vector<Socket> ranks_;
+  int doneCount_ = 0;
+  int drops_ = 0;
+  std::vector<RankConnection> ranks_;
+  std::list<Newcomer> newcomers_;  // oldest first
 };
 
 }  // namespace

@@ -108,6 +108,55 @@ Status findInterfaceAddress(const std::string& ifname, SocketAddress* out) {
   return Status::ok();
 }
 
+bool isLoopbackAddress(const SocketAddress& address) {
+  if (address.storage.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&address.storage);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address.storage.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address.storage);
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+  }
+  return false;
+}
+
+bool isAddressOfThisHost(const SocketAddress& address) {
+  if (isLoopbackAddress(address)) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (const ifaddrs* ifa = list; ifa != nullptr && !found; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != address.storage.ss_family) continue;
+    if (address.storage.ss_family == AF_INET) {
+      found = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr.s_addr ==
+              reinterpret_cast<const sockaddr_in*>(&address.storage)->sin_addr.s_addr;
+    } else if (address.storage.ss_family == AF_INET6) {
+      found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr,
+                          &reinterpret_cast<const sockaddr_in6*>(&address.storage)->sin6_addr, sizeof(in6_addr)) == 0;
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+int portOf(const SocketAddress& address) {
+  if (address.storage.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&address.storage)->sin_port);
+  if (address.storage.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&address.storage)->sin6_port);
+  }
+  return 0;
+}
+
+SocketAddress withPort(const SocketAddress& address, int port) {
+  SocketAddress out = address;
+  if (out.storage.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&out.storage)->sin_port = htons(static_cast<uint16_t>(port));
+  } else if (out.storage.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&out.storage)->sin6_port = htons(static_cast<uint16_t>(port));
+  }
+  return out;
+}
+
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) { close(); fd_ = other.release(); }
   return *this;
@@ -119,7 +168,7 @@ void Socket::close() {
 }
 
 Status Socket::listenOn(const SocketAddress& address, Socket* out, SocketAddress* bound) {
-  Socket s(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) return systemError("socket");
   int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -149,7 +198,9 @@ Status Socket::connectTo(const SocketAddress& address, Deadline deadline, Socket
     bool retryable = errno == ECONNREFUSED || errno == ETIMEDOUT || errno == ENETUNREACH || errno == EHOSTUNREACH;
     if (!retryable) return systemError("connect to " + address.toString());
     if (Clock::now() + backoff >= deadline) {
-      return Status(fwTimeout, "no bootstrap root answered at " + address.toString() + " before the timeout");
+      return Status(fwTimeout, "no bootstrap root answered at " + address.toString() +
+                                   " before the timeout (is rank 0 running, and is this the address its root listens "
+                                   "on? a host name may resolve differently on rank 0's host)");
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
@@ -166,14 +217,32 @@ Status Socket::waitFor(short events, Deadline deadline, const char* what) const 
   }
 }
 
-Status Socket::accept(Deadline deadline, Socket* out) const {
-  FW_RETURN_IF_ERROR(waitFor(POLLIN, deadline, "accept a bootstrap connection"));
-  int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return systemError("accept");
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  *out = Socket(fd);
-  return Status::ok();
+Status Socket::tryAccept(Socket* out) const {
+  for (;;) {
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      *out = Socket(fd);
+      return Status::ok();
+    }
+    if (errno == EINTR) continue;
+    // A connection reset before it was accepted is the peer's business.
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) return Status::ok();
+    return systemError("accept");
+  }
+}
+
+Status Socket::readSome(void* data, size_t bytes, size_t* got) const {
+  *got = 0;
+  for (;;) {
+    ssize_t n = ::recv(fd_, data, bytes, MSG_DONTWAIT);
+    if (n > 0) { *got = static_cast<size_t>(n); return Status::ok(); }
+    if (n == 0) return Status(fwRemoteError, "bootstrap peer closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+    return Status(fwRemoteError, std::string("bootstrap receive failed: ") + std::strerror(errno));
+  }
 }
 
 Status Socket::sendAll(const void* data, size_t bytes, Deadline deadline) const {

@@ -31,6 +31,13 @@ Status parseHostPort(const std::string& text, SocketAddress* out);
 // that is up and not loopback when ifname is empty (loopback as a last resort).
 Status findInterfaceAddress(const std::string& ifname, SocketAddress* out);
 
+// Whether address is one of this host's interface addresses, or a loopback one.
+bool isAddressOfThisHost(const SocketAddress& address);
+bool isLoopbackAddress(const SocketAddress& address);
+// address with its port replaced.
+SocketAddress withPort(const SocketAddress& address, int port);
+int portOf(const SocketAddress& address);
+
 class Socket {
  public:
   Socket() = default;
@@ -41,12 +48,18 @@ class Socket {
   Socket& operator=(const Socket&) = delete;
   ~Socket() { close(); }
 
-  // Listens on address (port 0 picks one); *bound gets the real address.
+  // Listens on address (port 0 picks one), non-blocking (see tryAccept);
+  // *bound gets the real address.
   static Status listenOn(const SocketAddress& address, Socket* out, SocketAddress* bound);
   // Retries refused connections until the deadline (the root may start late).
   static Status connectTo(const SocketAddress& address, Deadline deadline, Socket* out);
 
-  Status accept(Deadline deadline, Socket* out) const;
+  // Accepts a waiting connection without blocking; *out stays invalid when
+  // none is waiting.
+  Status tryAccept(Socket* out) const;
+  // Reads what has arrived, up to bytes, without blocking (*got = 0 when
+  // nothing has); fails with fwRemoteError on end of stream.
+  Status readSome(void* data, size_t bytes, size_t* got) const;
   Status sendAll(const void* data, size_t bytes, Deadline deadline) const;
   // Fails with fwRemoteError on end of stream.
   Status recvAll(void* data, size_t bytes, Deadline deadline) const;

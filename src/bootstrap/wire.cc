@@ -1,5 +1,6 @@
 #include "bootstrap/wire.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace fairway {
@@ -30,22 +31,64 @@ Status sendFrame(const Socket& socket, FrameType type, const void* payload, size
   return bytes == 0 ? Status::ok() : socket.sendAll(payload, bytes, deadline);
 }
 
+uint8_t* FrameReader::next() {
+  return headerFill_ < kFrameHeaderBytes ? header_ + headerFill_ : frame_.payload.data() + payloadFill_;
+}
+
+size_t FrameReader::wanted() const {
+  return headerFill_ < kFrameHeaderBytes ? kFrameHeaderBytes - headerFill_ : frame_.payload.size() - payloadFill_;
+}
+
+Status FrameReader::advance(size_t bytes) {
+  if (headerFill_ < kFrameHeaderBytes) {
+    headerFill_ += bytes;
+    if (headerFill_ < kFrameHeaderBytes) return Status::ok();
+    if (readU32(header_) != kFrameMagic) return Status(fwAuthError, "malformed bootstrap frame (bad magic)");
+    uint32_t type = readU32(header_ + 4);
+    if (type < static_cast<uint32_t>(FrameType::Hello) || type > static_cast<uint32_t>(FrameType::Welcome)) {
+      return Status(fwAuthError, "malformed bootstrap frame (unknown type " + std::to_string(type) + ")");
+    }
+    uint64_t length = readU64(header_ + 8);
+    if (length > maxPayload_) {
+      return Status(fwAuthError, "oversized bootstrap frame (" + std::to_string(length) + " bytes, limit " +
+                                     std::to_string(maxPayload_) + ")");
+    }
+    frame_.type = static_cast<FrameType>(type);
+    frame_.payload.resize(length);
+    return Status::ok();
+  }
+  payloadFill_ += bytes;
+  return Status::ok();
+}
+
+Frame FrameReader::take() {
+  Frame out = std::move(frame_);
+  frame_ = Frame{};
+  headerFill_ = 0;
+  payloadFill_ = 0;
+  return out;
+}
+
+Status FrameReader::feed(const uint8_t* data, size_t bytes, size_t* used) {
+  *used = 0;
+  while (!complete() && *used < bytes) {
+    size_t n = std::min(wanted(), bytes - *used);
+    std::memcpy(next(), data + *used, n);
+    *used += n;
+    FW_RETURN_IF_ERROR(advance(n));
+  }
+  return Status::ok();
+}
+
 Status recvFrame(const Socket& socket, size_t maxPayload, Deadline deadline, Frame* out) {
-  uint8_t header[16];
-  FW_RETURN_IF_ERROR(socket.recvAll(header, sizeof(header), deadline));
-  if (readU32(header) != kFrameMagic) return Status(fwAuthError, "malformed bootstrap frame (bad magic)");
-  uint32_t type = readU32(header + 4);
-  if (type < static_cast<uint32_t>(FrameType::Hello) || type > static_cast<uint32_t>(FrameType::Welcome)) {
-    return Status(fwAuthError, "malformed bootstrap frame (unknown type " + std::to_string(type) + ")");
+  FrameReader reader(maxPayload);
+  while (!reader.complete()) {
+    size_t n = reader.wanted();
+    FW_RETURN_IF_ERROR(socket.recvAll(reader.next(), n, deadline));
+    FW_RETURN_IF_ERROR(reader.advance(n));
   }
-  uint64_t length = readU64(header + 8);
-  if (length > maxPayload) {
-    return Status(fwAuthError, "oversized bootstrap frame (" + std::to_string(length) + " bytes, limit " +
-                                   std::to_string(maxPayload) + ")");
-  }
-  out->type = static_cast<FrameType>(type);
-  out->payload.resize(length);
-  return length == 0 ? Status::ok() : socket.recvAll(out->payload.data(), length, deadline);
+  *out = reader.take();
+  return Status::ok();
 }
 
 std::vector<uint8_t> encodeHello(const Hello& hello) {
@@ -61,6 +104,32 @@ bool decodeHello(const std::vector<uint8_t>& payload, Hello* out) {
   out->rank = readU32(payload.data() + kSecretBytes);
   out->nranks = readU32(payload.data() + kSecretBytes + 4);
   return true;
+}
+
+std::vector<uint8_t> encodeGathered(const std::vector<std::vector<uint8_t>>& contributions) {
+  std::vector<uint8_t> payload;
+  for (const auto& c : contributions) {
+    appendU64(&payload, c.size());
+    payload.insert(payload.end(), c.begin(), c.end());
+  }
+  return payload;
+}
+
+Status decodeGathered(const std::vector<uint8_t>& p, int nranks, std::vector<std::vector<uint8_t>>* out) {
+  out->assign(nranks, {});
+  size_t pos = 0;
+  for (int r = 0; r < nranks; ++r) {
+    if (p.size() - pos < 8) return Status(fwAuthError, "bootstrap root sent a truncated allgather");
+    uint64_t length = readU64(p.data() + pos);
+    pos += 8;
+    if (length > kMaxContributionBytes || length > p.size() - pos) {
+      return Status(fwAuthError, "bootstrap root sent a malformed allgather");
+    }
+    (*out)[r].assign(p.begin() + pos, p.begin() + pos + length);
+    pos += length;
+  }
+  if (pos != p.size()) return Status(fwAuthError, "bootstrap root sent trailing bytes");
+  return Status::ok();
 }
 
 }  // namespace fairway

@@ -30,6 +30,34 @@ struct Frame {
   std::vector<uint8_t> payload;
 };
 
+constexpr size_t kFrameHeaderBytes = 16;
+
+// Assembles one frame from a byte stream, however the bytes arrive: the
+// caller writes at most wanted() bytes at next() and reports them with
+// advance(), so it never reads past the frame's end. The header is checked
+// as soon as it is whole: a bad magic, an unknown type or a payload over
+// maxPayload fails before any payload is stored.
+class FrameReader {
+ public:
+  explicit FrameReader(size_t maxPayload) : maxPayload_(maxPayload) {}
+  uint8_t* next();
+  size_t wanted() const;
+  Status advance(size_t bytes);
+  bool complete() const { return headerFill_ == kFrameHeaderBytes && payloadFill_ == frame_.payload.size(); }
+  // The complete frame; the reader starts over.
+  Frame take();
+  // Copies bytes in until a frame is complete or the bytes run out; *used
+  // says how many it took (for parsing from memory).
+  Status feed(const uint8_t* data, size_t bytes, size_t* used);
+
+ private:
+  size_t maxPayload_;
+  uint8_t header_[kFrameHeaderBytes] = {};
+  size_t headerFill_ = 0;
+  size_t payloadFill_ = 0;
+  Frame frame_;
+};
+
 Status sendFrame(const Socket& socket, FrameType type, const void* payload, size_t bytes, Deadline deadline);
 // Rejects a bad magic, an unknown type, or a payload over maxPayload.
 Status recvFrame(const Socket& socket, size_t maxPayload, Deadline deadline, Frame* out);
@@ -47,5 +75,10 @@ struct Hello {
 constexpr size_t kHelloBytes = kSecretBytes + 8;
 std::vector<uint8_t> encodeHello(const Hello& hello);
 bool decodeHello(const std::vector<uint8_t>& payload, Hello* out);
+
+// A Gathered payload: nranks times [u64 length][bytes], each at most
+// kMaxContributionBytes, nothing after the last.
+std::vector<uint8_t> encodeGathered(const std::vector<std::vector<uint8_t>>& contributions);
+Status decodeGathered(const std::vector<uint8_t>& payload, int nranks, std::vector<std::vector<uint8_t>>* out);
 
 }  // namespace fairway

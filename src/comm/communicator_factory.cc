@@ -1,7 +1,5 @@
 #include "comm/communicator_factory.h"
 
-#include <arpa/inet.h>
-
 #include "bootstrap/client.h"
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
@@ -25,16 +23,8 @@ Status createFromLauncher(const Config& config, std::unique_ptr<Communicator>* o
   LauncherEnvironment launch;
   FW_RETURN_IF_ERROR(readLauncherEnvironment(config, &launch));
   if (launch.hostsRoot) {
-    // Listen on every interface at the root's port: MASTER_ADDR may name
-    // this host by an address it does not bind directly.
-    SocketAddress any = launch.id.root;
-    if (any.storage.ss_family == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_ANY);
-    } else {
-      reinterpret_cast<sockaddr_in6*>(&any.storage)->sin6_addr = in6addr_any;
-    }
     BootstrapId bound;
-    FW_RETURN_IF_ERROR(startBootstrapRoot(any, launch.id.secret, config.timeoutMs, &bound));
+    FW_RETURN_IF_ERROR(startBootstrapRoot(launch.listenAddress, launch.id.secret, config.timeoutMs, &bound));
   }
   FW_LOG(Info, Init, "rank %d of %d from %s, bootstrap root %s", launch.rank, launch.size, launch.launcher.c_str(),
          launch.id.root.toString().c_str());

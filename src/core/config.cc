@@ -105,6 +105,7 @@ Status Config::fromEnvironment(Config* out) {
   readString("FAIRWAY_SOCKET_IFNAME", &c.socketIfname);
   readString("FAIRWAY_COMM_ID", &c.commId);
   readString("FAIRWAY_JOB_SECRET", &c.jobSecret);
+  readString("FAIRWAY_JOB_SECRET_FILE", &c.jobSecretFile);
   readString("FAIRWAY_NODE_ID", &c.nodeId);
   readString("FAIRWAY_PLUGIN_PATH", &c.pluginPath);
   readString("FAIRWAY_TOPO_FILE", &c.topoFile);

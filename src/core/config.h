@@ -23,6 +23,7 @@ struct Config {
   std::string socketIfname;            // FAIRWAY_SOCKET_IFNAME
   std::string commId;                  // FAIRWAY_COMM_ID: host:port of the bootstrap root
   std::string jobSecret;               // FAIRWAY_JOB_SECRET
+  std::string jobSecretFile;           // FAIRWAY_JOB_SECRET_FILE: the secret, in a file only its owner reads
   std::string nodeId;                  // FAIRWAY_NODE_ID
   std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
   std::string topoFile;                // FAIRWAY_TOPO_FILE: hwloc XML read instead of discovering

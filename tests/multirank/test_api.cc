@@ -221,10 +221,12 @@ int freePort() {
 }
 
 // Each launcher's variables, set in the rank before fwCommInitFromEnv.
-void initFromEnvironment(const char* rankVar, const char* sizeVar, bool torchStyle) {
+void initFromEnvironment(const char* rankVar, const char* sizeVar, bool torchStyle,
+                         const std::string& secretFile = "") {
   int port = freePort();
   expectAllSucceeded(runRanks(3, [&](const RankContext& ctx) {
     int failures = 0;
+    if (!secretFile.empty()) setenv("FAIRWAY_JOB_SECRET_FILE", secretFile.c_str(), 1);
     setenv(rankVar, std::to_string(ctx.rank).c_str(), 1);
     setenv(sizeVar, std::to_string(ctx.nranks).c_str(), 1);
     if (torchStyle) {
@@ -250,6 +252,18 @@ TEST(InitFromEnv, Fairwayrun) { initFromEnvironment("FAIRWAY_RANK", "FAIRWAY_WOR
 TEST(InitFromEnv, Torchrun) { initFromEnvironment("RANK", "WORLD_SIZE", true); }
 TEST(InitFromEnv, OpenMpi) { initFromEnvironment("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", false); }
 TEST(InitFromEnv, Slurm) { initFromEnvironment("SLURM_PROCID", "SLURM_NTASKS", false); }
+
+// The secret from a file every rank reads (a shared filesystem's, here /tmp).
+TEST(InitFromEnv, SecretFromAFile) {
+  char path[] = "/tmp/fairway-job-secret-XXXXXX";
+  int fd = mkstemp(path);  // created 0600
+  ASSERT_GE(fd, 0);
+  const char secret[] = "a secret only this job's ranks can read\n";
+  ASSERT_EQ(write(fd, secret, sizeof(secret) - 1), static_cast<ssize_t>(sizeof(secret) - 1));
+  close(fd);
+  initFromEnvironment("FAIRWAY_RANK", "FAIRWAY_WORLD_SIZE", false, path);
+  unlink(path);
+}
 
 TEST(InitFromEnv, MissingLauncherSaysWhatToSet) {
   fwComm_t comm = nullptr;

@@ -1,11 +1,19 @@
 // The bootstrap's wire format and its root under hostile input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/client.h"
+#include "bootstrap/job_secret.h"
+#include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
 #include "comm/peer_info.h"
 
@@ -102,6 +110,224 @@ TEST(BootstrapRoot, SurvivesStrayAndMalformedConnections) {
     EXPECT_EQ(results[r][0], std::vector<uint8_t>{10});
     EXPECT_EQ(results[r][1], std::vector<uint8_t>{11});
   }
+}
+
+// A root on an ephemeral loopback port with the given secret.
+BootstrapId startLoopbackRoot(const uint8_t secret[kSecretBytes], int64_t timeoutMs = 10000) {
+  SocketAddress loopback;
+  EXPECT_TRUE(parseHostPort("127.0.0.1:1", &loopback).isOk());
+  BootstrapId id;
+  EXPECT_TRUE(startBootstrapRoot(withPort(loopback, 0), secret, timeoutMs, &id).isOk());
+  return id;
+}
+
+// Forms a job of nranks threads through the root and checks one allgather.
+::testing::AssertionResult formJob(const BootstrapId& id, int nranks) {
+  std::vector<Status> statuses(nranks);
+  std::vector<std::vector<std::vector<uint8_t>>> results(nranks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < nranks; ++r) {
+    ranks.emplace_back([&, r] {
+      BootstrapClient client;
+      statuses[r] = BootstrapClient::join(id, r, nranks, 5000, &client);
+      if (statuses[r].isOk()) statuses[r] = client.allgather({static_cast<uint8_t>(r)}, &results[r]);
+      client.leave();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < nranks; ++r) {
+    if (!statuses[r].isOk()) return ::testing::AssertionFailure() << "rank " << r << ": " << statuses[r].message();
+    if (results[r].size() != static_cast<size_t>(nranks) || results[r][nranks - 1] != std::vector<uint8_t>{
+                                                                 static_cast<uint8_t>(nranks - 1)}) {
+      return ::testing::AssertionFailure() << "rank " << r << " gathered the wrong bytes";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<Socket> openSilentConnections(const BootstrapId& id, int count) {
+  std::vector<Socket> silent(count);
+  for (Socket& s : silent) EXPECT_TRUE(Socket::connectTo(id.root, deadlineAfterMs(2000), &s).isOk());
+  return silent;
+}
+
+// Each silent connection used to hold the root for 2 s; now each waits in
+// its own place while the ranks that speak are admitted.
+TEST(BootstrapRoot, SilentConnectionsDoNotDelayFormation) {
+  uint8_t secret[kSecretBytes];
+  ASSERT_TRUE(randomSecret(secret).isOk());
+  BootstrapId id = startLoopbackRoot(secret);
+  std::vector<Socket> silent = openSilentConnections(id, 50);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(formJob(id, 2));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(ms, 1000) << "a 2-rank job took " << ms << " ms to form beside 50 silent connections";
+}
+
+// More silent connections than the root keeps waiting: the oldest make room
+// and the job still forms.
+TEST(BootstrapRoot, SilentConnectionsBeyondTheCapStillLetTheJobForm) {
+  uint8_t secret[kSecretBytes];
+  ASSERT_TRUE(randomSecret(secret).isOk());
+  BootstrapId id = startLoopbackRoot(secret);
+  std::vector<Socket> silent = openSilentConnections(id, 400);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(formJob(id, 3));
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(ms, 2000) << "a 3-rank job took " << ms << " ms to form beside 400 silent connections";
+}
+
+// The hello of a peer that knows only what anyone can learn (the root's
+// address, the world size, the launcher's job id) is refused, whether the
+// job's secret was set by the user or drawn at random.
+TEST(JobSecret, JoinerWithOnlyPublicValuesIsRefused) {
+  Config config;
+  const std::string publicValues = "slurm:4242.0 root 127.0.0.1:29501 size 2";
+  JobSecret guessed;
+  ASSERT_TRUE(readJobSecret(config, publicValues, &guessed).isOk());
+  EXPECT_TRUE(guessed.isPublic);
+
+  config.jobSecret = "correct horse battery staple";
+  JobSecret set;
+  ASSERT_TRUE(readJobSecret(config, publicValues, &set).isOk());
+  EXPECT_FALSE(set.isPublic);
+  EXPECT_EQ(set.source, "FAIRWAY_JOB_SECRET");
+  uint8_t random[kSecretBytes];
+  ASSERT_TRUE(randomSecret(random).isOk());
+
+  for (const uint8_t* jobSecret : {static_cast<const uint8_t*>(set.bytes), static_cast<const uint8_t*>(random)}) {
+    BootstrapId id = startLoopbackRoot(jobSecret);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      BootstrapId outsider = id;
+      std::memcpy(outsider.secret, guessed.bytes, kSecretBytes);
+      if (attempt == 1) outsider.secret[3] ^= 1;  // and a plainly wrong one
+      BootstrapClient client;
+      Status st = BootstrapClient::join(outsider, 0, 2, 3000, &client);
+      EXPECT_EQ(st.code(), fwAuthError) << st.message();
+      EXPECT_NE(st.message().find("wrong job secret"), std::string::npos) << st.message();
+    }
+    EXPECT_TRUE(formJob(id, 2));
+  }
+}
+
+class SecretFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/fairway-secret-XXXXXX";
+    int fd = mkstemp(pattern);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    path_ = pattern;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void write(const std::string& text, mode_t mode) {
+    std::ofstream(path_, std::ios::trunc) << text;
+    ASSERT_EQ(chmod(path_.c_str(), mode), 0);
+  }
+  Status read(JobSecret* out) {
+    Config config;
+    config.jobSecretFile = path_;
+    return readJobSecret(config, "public", out);
+  }
+  std::string path_;
+};
+
+TEST_F(SecretFile, OwnerOnlyFileIsTheSecretWithoutItsNewline) {
+  write("s3cret-from-a-file\n", 0600);
+  JobSecret fromFile, direct;
+  ASSERT_TRUE(read(&fromFile).isOk());
+  EXPECT_FALSE(fromFile.isPublic);
+  Config config;
+  config.jobSecret = "s3cret-from-a-file";
+  ASSERT_TRUE(readJobSecret(config, "public", &direct).isOk());
+  EXPECT_EQ(std::memcmp(fromFile.bytes, direct.bytes, kSecretBytes), 0);
+}
+
+TEST_F(SecretFile, UnusableFilesAreRefusedNamingTheVariable) {
+  JobSecret secret;
+  write("readable by all\n", 0644);
+  Status st = read(&secret);
+  EXPECT_EQ(st.code(), fwInvalidArgument);
+  EXPECT_NE(st.message().find("FAIRWAY_JOB_SECRET_FILE=" + path_), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("chmod 600"), std::string::npos) << st.message();
+  write("\n", 0600);
+  EXPECT_EQ(read(&secret).code(), fwInvalidArgument);
+  write("", 0600);
+  EXPECT_EQ(read(&secret).code(), fwInvalidArgument);
+  std::remove(path_.c_str());
+  st = read(&secret);
+  EXPECT_EQ(st.code(), fwInvalidArgument);
+  EXPECT_NE(st.message().find("cannot be opened"), std::string::npos) << st.message();
+}
+
+// Without a secret, rank 0 is told (once, by a warning) and the secret is
+// marked public; with one, it is not.
+TEST(LauncherEnvironment, SecretSourcesAndTheRootsAddress) {
+  setenv("FAIRWAY_RANK", "0", 1);
+  setenv("FAIRWAY_WORLD_SIZE", "2", 1);
+  Config config;
+  config.commId = "127.0.0.1:29555";
+  LauncherEnvironment launch;
+  ASSERT_TRUE(readLauncherEnvironment(config, &launch).isOk());
+  EXPECT_TRUE(launch.secret.isPublic);
+  EXPECT_TRUE(launch.hostsRoot);
+  EXPECT_EQ(launch.listenAddress.toString(), "127.0.0.1:29555");
+  config.jobSecret = "x";
+  ASSERT_TRUE(readLauncherEnvironment(config, &launch).isOk());
+  EXPECT_FALSE(launch.secret.isPublic);
+  // An address this host does not hold: refused with the fix, or served on
+  // FAIRWAY_SOCKET_IFNAME's address at the same port.
+  config.commId = "192.0.2.1:29555";  // TEST-NET-1, never assigned
+  Status st = readLauncherEnvironment(config, &launch);
+  EXPECT_EQ(st.code(), fwInvalidUsage);
+  EXPECT_NE(st.message().find("FAIRWAY_SOCKET_IFNAME"), std::string::npos) << st.message();
+  config.socketIfname = "lo";
+  ASSERT_TRUE(readLauncherEnvironment(config, &launch).isOk());
+  EXPECT_EQ(launch.listenAddress.toString(), "127.0.0.1:29555");
+  unsetenv("FAIRWAY_RANK");
+  unsetenv("FAIRWAY_WORLD_SIZE");
+}
+
+// Frames arrive however TCP cuts them; the reader assembles the same frame
+// from any cut and refuses a bad header before storing any payload.
+TEST(FrameReader, AssemblesAnyCutAndRefusesBadHeaders) {
+  std::vector<uint8_t> bytes;
+  appendU32(&bytes, kFrameMagic);
+  appendU32(&bytes, static_cast<uint32_t>(FrameType::Contribute));
+  appendU64(&bytes, 5);
+  for (uint8_t b : {1, 2, 3, 4, 5}) bytes.push_back(b);
+  for (size_t cut = 1; cut <= bytes.size(); ++cut) {
+    FrameReader reader(16);
+    size_t pos = 0;
+    while (!reader.complete()) {
+      size_t used = 0;
+      ASSERT_TRUE(reader.feed(bytes.data() + pos, std::min(cut, bytes.size() - pos), &used).isOk());
+      pos += used;
+    }
+    EXPECT_EQ(pos, bytes.size());
+    Frame f = reader.take();
+    EXPECT_EQ(f.type, FrameType::Contribute);
+    EXPECT_EQ(f.payload, (std::vector<uint8_t>{1, 2, 3, 4, 5}));
+  }
+  size_t used = 0;
+  FrameReader small(4);
+  EXPECT_EQ(small.feed(bytes.data(), bytes.size(), &used).code(), fwAuthError);  // 5 > 4
+  std::vector<uint8_t> badType = bytes;
+  badType[4] = 99;
+  FrameReader reader(16);
+  EXPECT_EQ(reader.feed(badType.data(), badType.size(), &used).code(), fwAuthError);
+}
+
+TEST(GatheredPayload, RoundTripsAndRefusesMalformed) {
+  std::vector<std::vector<uint8_t>> in = {{1}, {}, {2, 3}};
+  std::vector<uint8_t> payload = encodeGathered(in);
+  std::vector<std::vector<uint8_t>> out;
+  ASSERT_TRUE(decodeGathered(payload, 3, &out).isOk());
+  EXPECT_EQ(out, in);
+  EXPECT_FALSE(decodeGathered(payload, 2, &out).isOk());  // trailing bytes
+  EXPECT_FALSE(decodeGathered(payload, 4, &out).isOk());  // truncated
+  payload[0] = 0xff;                                       // a length past the end
+  EXPECT_FALSE(decodeGathered(payload, 3, &out).isOk());
 }
 
 }  // namespace
