@@ -1,6 +1,13 @@
 #include "topo/hw_topology.h"
 
 #include <hwloc.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <thread>
 
 #include <algorithm>
 #include <cerrno>
@@ -110,15 +117,71 @@ int HwTopology::gpuByBusId(const std::string& busId) const {
   return -1;
 }
 
+namespace {
+
+// Loads the XML in a child process first: hwloc 2.9 dereferences NULL on
+// some malformed files (a NUMA node without a nodeset, found by the
+// topology fuzzer), and a bad FAIRWAY_TOPO_FILE must be an error, not a
+// crash. The child only parses and exits; its wait is bounded.
+Status probeXmlInChild(const std::function<bool(hwloc_topology_t)>& setSource, const std::string& xmlFile) {
+  constexpr int kRefused = 42;
+  pid_t pid = fork();
+  if (pid < 0) return Status(fwSystemError, std::string("fork to check the topology file: ") + std::strerror(errno));
+  if (pid == 0) {
+    hwloc_topology_t topology = nullptr;
+    bool ok = hwloc_topology_init(&topology) == 0;
+    if (ok) hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    ok = ok && setSource(topology) && hwloc_topology_load(topology) == 0;
+    // 0 or kRefused: hwloc finished. Anything else (a signal, or a
+    // sanitizer's exit code) means it crashed.
+    _exit(ok ? 0 : kRefused);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc did not finish reading it in 30 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kRefused)) {
+    return Status::ok();  // a clean refusal is reported by the real load
+  }
+  std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                        : "exit code " + std::to_string(WEXITSTATUS(status));
+  return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc crashed reading it (" + how +
+                                       "): the file is not valid hwloc XML");
+}
+
+}  // namespace
+
 Status HwTopology::load(const std::string& xmlFile, const std::string& dumpFile, HwTopology* out) {
+  auto setSource = [&](hwloc_topology_t topology) {
+    return xmlFile.empty() || hwloc_topology_set_xml(topology, xmlFile.c_str()) == 0;
+  };
+  if (!xmlFile.empty()) FW_RETURN_IF_ERROR(probeXmlInChild(setSource, xmlFile));
+  return loadFrom(setSource, xmlFile, dumpFile, out);
+}
+
+Status HwTopology::loadXmlBuffer(const char* xml, size_t bytes, HwTopology* out) {
+  if (bytes > static_cast<size_t>(INT_MAX)) return Status(fwInvalidArgument, "hwloc XML buffer too large");
+  auto setSource = [&](hwloc_topology_t topology) {
+    return hwloc_topology_set_xmlbuffer(topology, xml, static_cast<int>(bytes)) == 0;
+  };
+  FW_RETURN_IF_ERROR(probeXmlInChild(setSource, "(XML buffer)"));
+  return loadFrom(setSource, "(XML buffer)", "", out);
+}
+
+Status HwTopology::loadFrom(const std::function<bool(hwloc_topology_t)>& setSource, const std::string& xmlFile,
+                            const std::string& dumpFile, HwTopology* out) {
   TopologyHandle handle;
   if (hwloc_topology_init(&handle.topology) != 0) return hwlocError("hwloc_topology_init failed", "");
   // Keep the PCI devices and bridges that lead to GPUs and NICs: the bridges
   // are what makes one NIC nearer to a GPU than another.
   hwloc_topology_set_io_types_filter(handle.topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (!xmlFile.empty() && hwloc_topology_set_xml(handle.topology, xmlFile.c_str()) != 0) {
-    return hwlocError("cannot open as hwloc XML", xmlFile);
-  }
+  if (!setSource(handle.topology)) return hwlocError("cannot open as hwloc XML", xmlFile);
   if (hwloc_topology_load(handle.topology) != 0) return hwlocError("hwloc could not load the topology", xmlFile);
   hwloc_topology_t topo = handle.topology;
 

@@ -4,10 +4,13 @@
 // so a test or a user can describe a machine they are not running on.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+
+struct hwloc_topology;  // hwloc.h, kept out of this header
 
 namespace fairway {
 
@@ -38,9 +41,16 @@ struct HwTopology {
   // Reads xmlFile when it is not empty, else discovers this machine. When
   // dumpFile is not empty, writes what was loaded there as hwloc XML.
   static Status load(const std::string& xmlFile, const std::string& dumpFile, HwTopology* out);
+  // Reads hwloc XML from memory (the topology-file fuzzer's entry).
+  static Status loadXmlBuffer(const char* xml, size_t bytes, HwTopology* out);
 
   // Index of the GPU with this PCI bus id, or -1.
   int gpuByBusId(const std::string& busId) const;
+
+ private:
+  // setSource points hwloc at the XML (or leaves discovery) and says whether it could.
+  static Status loadFrom(const std::function<bool(::hwloc_topology*)>& setSource, const std::string& xmlFile,
+                         const std::string& dumpFile, HwTopology* out);
 };
 
 }  // namespace fairway

@@ -8,13 +8,14 @@
 namespace fairway {
 namespace {
 
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
+// A variable's value, or nullptr when it is unset or empty.
+const char* valueOf(const VariableLookup& lookup, const char* name) {
+  const char* value = lookup(name);
   return (value != nullptr && *value != '\0') ? value : nullptr;
 }
 
-Status parseInteger(const char* name, int64_t minValue, int64_t maxValue, int64_t* out) {
-  const char* text = env(name);
+Status parseInteger(const VariableLookup& lookup, const char* name, int64_t minValue, int64_t maxValue, int64_t* out) {
+  const char* text = valueOf(lookup, name);
   if (text == nullptr) return Status::ok();
   errno = 0;
   char* end = nullptr;
@@ -29,8 +30,8 @@ Status parseInteger(const char* name, int64_t minValue, int64_t maxValue, int64_
 
 // A byte count: digits with an optional K, M or G suffix (powers of 1024),
 // as the perf binaries' -b and -e take them.
-Status parseBytes(const char* name, size_t minValue, size_t maxValue, size_t* out) {
-  const char* text = env(name);
+Status parseBytes(const VariableLookup& lookup, const char* name, size_t minValue, size_t maxValue, size_t* out) {
+  const char* text = valueOf(lookup, name);
   if (text == nullptr) return Status::ok();
   errno = 0;
   char* end = nullptr;
@@ -59,28 +60,28 @@ Status parseBytes(const char* name, size_t minValue, size_t maxValue, size_t* ou
   return Status::ok();
 }
 
-void readString(const char* name, std::string* out) {
-  if (const char* text = env(name)) *out = text;
+void readString(const VariableLookup& lookup, const char* name, std::string* out) {
+  if (const char* text = valueOf(lookup, name)) *out = text;
 }
 
-Status parseTransport(const char* name, std::string* out) {
-  readString(name, out);
+Status parseTransport(const VariableLookup& lookup, const char* name, std::string* out) {
+  readString(lookup, name, out);
   if (*out != "auto" && *out != "ucx" && *out != "nccl") {
     return Status(fwInvalidArgument, std::string(name) + "=" + *out + " is not one of auto|ucx|nccl");
   }
   return Status::ok();
 }
 
-Status parseList(const char* name, std::vector<std::string>* out) {
-  const char* text = env(name);
+Status parseList(const VariableLookup& lookup, const char* name, std::vector<std::string>* out) {
+  const char* text = valueOf(lookup, name);
   if (text == nullptr) return Status::ok();
   *out = splitString(text, ',');
   if (out->empty()) return Status(fwInvalidArgument, std::string(name) + "=" + text + " names no device");
   return Status::ok();
 }
 
-Status parseAlgoOverrides(std::map<std::string, std::string>* out) {
-  const char* text = env("FAIRWAY_ALGO");
+Status parseAlgoOverrides(const VariableLookup& lookup, std::map<std::string, std::string>* out) {
+  const char* text = valueOf(lookup, "FAIRWAY_ALGO");
   if (text == nullptr) return Status::ok();
   for (const std::string& item : splitString(text, ';')) {
     size_t colon = item.find(':');
@@ -96,41 +97,45 @@ Status parseAlgoOverrides(std::map<std::string, std::string>* out) {
 }  // namespace
 
 Status Config::fromEnvironment(Config* out) {
+  return fromVariables([](const char* name) -> const char* { return std::getenv(name); }, out);
+}
+
+Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
   Config c;
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_TIMEOUT_MS", 1, int64_t{1} << 40, &c.timeoutMs));
-  FW_RETURN_IF_ERROR(parseTransport("FAIRWAY_TRANSPORT", &c.transport));
-  FW_RETURN_IF_ERROR(parseTransport("FAIRWAY_INTRA_TRANSPORT", &c.intraTransport));
-  FW_RETURN_IF_ERROR(parseTransport("FAIRWAY_INTER_TRANSPORT", &c.interTransport));
-  FW_RETURN_IF_ERROR(parseAlgoOverrides(&c.algoOverrides));
-  readString("FAIRWAY_SOCKET_IFNAME", &c.socketIfname);
-  readString("FAIRWAY_COMM_ID", &c.commId);
-  readString("FAIRWAY_JOB_SECRET", &c.jobSecret);
-  readString("FAIRWAY_JOB_SECRET_FILE", &c.jobSecretFile);
-  readString("FAIRWAY_NODE_ID", &c.nodeId);
-  readString("FAIRWAY_PLUGIN_PATH", &c.pluginPath);
-  readString("FAIRWAY_TOPO_FILE", &c.topoFile);
-  readString("FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
-  FW_RETURN_IF_ERROR(parseList("FAIRWAY_NET_DEVICES", &c.netDevices));
-  FW_RETURN_IF_ERROR(parseBytes("FAIRWAY_SEGMENT_BYTES", 4096, size_t{1} << 30, &c.segmentBytes));
+  FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_TIMEOUT_MS", 1, int64_t{1} << 40, &c.timeoutMs));
+  FW_RETURN_IF_ERROR(parseTransport(lookup, "FAIRWAY_TRANSPORT", &c.transport));
+  FW_RETURN_IF_ERROR(parseTransport(lookup, "FAIRWAY_INTRA_TRANSPORT", &c.intraTransport));
+  FW_RETURN_IF_ERROR(parseTransport(lookup, "FAIRWAY_INTER_TRANSPORT", &c.interTransport));
+  FW_RETURN_IF_ERROR(parseAlgoOverrides(lookup, &c.algoOverrides));
+  readString(lookup, "FAIRWAY_SOCKET_IFNAME", &c.socketIfname);
+  readString(lookup, "FAIRWAY_COMM_ID", &c.commId);
+  readString(lookup, "FAIRWAY_JOB_SECRET", &c.jobSecret);
+  readString(lookup, "FAIRWAY_JOB_SECRET_FILE", &c.jobSecretFile);
+  readString(lookup, "FAIRWAY_NODE_ID", &c.nodeId);
+  readString(lookup, "FAIRWAY_PLUGIN_PATH", &c.pluginPath);
+  readString(lookup, "FAIRWAY_TOPO_FILE", &c.topoFile);
+  readString(lookup, "FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
+  FW_RETURN_IF_ERROR(parseList(lookup, "FAIRWAY_NET_DEVICES", &c.netDevices));
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SEGMENT_BYTES", 4096, size_t{1} << 30, &c.segmentBytes));
   int64_t depth = c.pipelineDepth;
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_PIPELINE_DEPTH", 1, 64, &depth));
+  FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_PIPELINE_DEPTH", 1, 64, &depth));
   c.pipelineDepth = static_cast<int>(depth);
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
-  FW_RETURN_IF_ERROR(parseBytes("FAIRWAY_SLICE_BYTES", 4096, size_t{1} << 40, &c.sliceBytes));
+  FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SLICE_BYTES", 4096, size_t{1} << 40, &c.sliceBytes));
   int64_t inFlight = c.slicesInFlight;
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_SLICES_IN_FLIGHT", 1, 16, &inFlight));
+  FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_SLICES_IN_FLIGHT", 1, 16, &inFlight));
   c.slicesInFlight = static_cast<int>(inFlight);
-  FW_RETURN_IF_ERROR(parseBytes("FAIRWAY_MIN_SHARD_BYTES", 1, size_t{1} << 40, &c.minShardBytes));
-  if (const char* text = env("FAIRWAY_INTRA_LINK")) {
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_MIN_SHARD_BYTES", 1, size_t{1} << 40, &c.minShardBytes));
+  if (const char* text = valueOf(lookup, "FAIRWAY_INTRA_LINK")) {
     FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTRA_LINK", text, &c.intraLink));
     c.intraLinkSet = true;
   }
-  if (const char* text = env("FAIRWAY_INTER_LINK")) {
+  if (const char* text = valueOf(lookup, "FAIRWAY_INTER_LINK")) {
     FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTER_LINK", text, &c.interLink));
     c.interLinkSet = true;
   }
   int64_t measure = 0;
-  FW_RETURN_IF_ERROR(parseInteger("FAIRWAY_MEASURE_LINKS", 0, 1, &measure));
+  FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_MEASURE_LINKS", 0, 1, &measure));
   c.measureLinks = measure == 1;
   *out = c;
   return Status::ok();

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@
 #include "core/status.h"
 
 namespace fairway {
+
+// A variable's value by name, nullptr when unset: getenv, or a table in tests.
+using VariableLookup = std::function<const char*(const char*)>;
 
 struct Config {
   int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
@@ -42,6 +46,8 @@ struct Config {
 
   // Reads the environment; an invalid value fails naming the variable.
   static Status fromEnvironment(Config* out);
+  // The same from any source of variables.
+  static Status fromVariables(const VariableLookup& lookup, Config* out);
 };
 
 }  // namespace fairway

@@ -16,6 +16,9 @@ struct Kernels {
   FinalizeFn divide;
 };
 
+// Whether this CPU runs the avx2 set (AVX2 and F16C).
+bool avx2Usable();
+
 namespace baseline { Kernels kernelsFor(fwDataType_t datatype, fwRedOp_t op); }
 namespace avx2 { Kernels kernelsFor(fwDataType_t datatype, fwRedOp_t op); }
 

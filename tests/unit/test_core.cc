@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -68,6 +69,36 @@ TEST(Reducer, Int8WrapsLikeTheType) {
   std::vector<int8_t> a = {100}, b = {100}, out(1);
   Reducer(fwInt8, fwSum, 2).combine(out.data(), a.data(), b.data(), 1);
   EXPECT_EQ(out[0], static_cast<int8_t>(200));
+}
+
+// Integer sums and products wrap as two's complement, as NCCL defines them,
+// in both kernel sets; the sanitizer build checks no signed overflow is
+// behind the result.
+TEST(Reducer, SignedSumAndProductWrapAtTheEdges) {
+  for (bool wide : {false, true}) {
+    if (wide && !kernels::avx2Usable()) continue;
+    auto combine = [&](fwDataType_t type, fwRedOp_t op, void* out, const void* a, const void* b, size_t n) {
+      kernels::Kernels k = wide ? kernels::avx2::kernelsFor(type, op) : kernels::baseline::kernelsFor(type, op);
+      k.combine(out, a, b, n);
+    };
+    std::vector<int32_t> a32 = {INT32_MAX, INT32_MIN, INT32_MAX, -1, 65536}, b32 = {1, -1, INT32_MAX, INT32_MIN, 65536};
+    std::vector<int32_t> out32(5);
+    combine(fwInt32, fwSum, out32.data(), a32.data(), b32.data(), 5);
+    EXPECT_EQ(out32, (std::vector<int32_t>{INT32_MIN, INT32_MAX, -2, INT32_MAX, 131072}));
+    combine(fwInt32, fwProd, out32.data(), a32.data(), b32.data(), 5);
+    EXPECT_EQ(out32, (std::vector<int32_t>{INT32_MAX, INT32_MIN, 1, INT32_MIN, 0}));
+    std::vector<int64_t> a64 = {INT64_MAX, INT64_MIN, INT64_MAX}, b64 = {1, -1, 2}, out64(3);
+    combine(fwInt64, fwSum, out64.data(), a64.data(), b64.data(), 3);
+    EXPECT_EQ(out64, (std::vector<int64_t>{INT64_MIN, INT64_MAX, INT64_MIN + 1}));
+    combine(fwInt64, fwProd, out64.data(), a64.data(), b64.data(), 3);
+    EXPECT_EQ(out64, (std::vector<int64_t>{INT64_MAX, INT64_MIN, -2}));
+    std::vector<int8_t> a8 = {127, -128, -128}, b8 = {1, -1, -128}, out8(3);
+    combine(fwInt8, fwProd, out8.data(), a8.data(), b8.data(), 3);
+    EXPECT_EQ(out8, (std::vector<int8_t>{127, -128, 0}));
+    std::vector<uint64_t> au = {UINT64_MAX}, bu = {2}, outu(1);
+    combine(fwUint64, fwSum, outu.data(), au.data(), bu.data(), 1);
+    EXPECT_EQ(outu[0], 1u);
+  }
 }
 
 TEST(Reducer, HalfAccumulatesInFloat) {
@@ -169,7 +200,7 @@ namespace {
 // Both instruction-set builds must give identical bits: the CPU decides
 // which one runs, and ranks on different CPUs must agree.
 TEST(ReduceKernels, BaselineAndAvx2Agree) {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  if (!kernels::avx2Usable()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
   const size_t n = 1000;  // not a multiple of any vector width
   std::vector<uint8_t> a(n * 8), b(n * 8), x(n * 8), y(n * 8);
   for (size_t i = 0; i < a.size(); ++i) {

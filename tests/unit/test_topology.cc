@@ -84,6 +84,18 @@ TEST(HwTopology, DumpWritesWhatWasLoadedAndBadFileIsNamed) {
   EXPECT_NE(st.message().find("FAIRWAY_TOPO_FILE=/nonexistent/machine.xml"), std::string::npos) << st.message();
 }
 
+// hwloc 2.9 dereferences NULL reading this file (a NUMA node whose nodeset
+// attribute is mangled; found by fuzz_topology): an error naming the file,
+// not a crash of the process.
+TEST(HwTopology, FileThatCrashesHwlocIsAnError) {
+  HwTopology t;
+  const std::string file = std::string(FAIRWAY_TEST_DATA_DIR) + "/numa_node_without_nodeset.xml";
+  Status st = HwTopology::load(file, "", &t);
+  EXPECT_EQ(st.code(), fwInvalidArgument);
+  EXPECT_NE(st.message().find("FAIRWAY_TOPO_FILE=" + file), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("hwloc crashed"), std::string::npos) << st.message();
+}
+
 TEST(HwTopology, DiscoversThisMachine) {
   HwTopology t;
   Status st = HwTopology::load("", "", &t);
