@@ -176,6 +176,15 @@ Status HwTopology::loadXmlBuffer(const char* xml, size_t bytes, HwTopology* out)
 
 Status HwTopology::loadFrom(const std::function<bool(hwloc_topology_t)>& setSource, const std::string& xmlFile,
                             const std::string& dumpFile, HwTopology* out) {
+  // hwloc loads its plugins (the OpenCL and GL probes with their vendor
+  // libraries, libxml2's reader) with the first topology and unloads them
+  // with the last, dropping those libraries' one-time state each time. One
+  // topology held for the life of the process keeps them loaded once.
+  static const bool pluginsHeld = [] {
+    static hwloc_topology_t held = nullptr;
+    return hwloc_topology_init(&held) == 0;
+  }();
+  (void)pluginsHeld;
   TopologyHandle handle;
   if (hwloc_topology_init(&handle.topology) != 0) return hwlocError("hwloc_topology_init failed", "");
   // Keep the PCI devices and bridges that lead to GPUs and NICs: the bridges

@@ -6,6 +6,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/binomial_tree.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -14,7 +15,7 @@ Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size
   const Reducer& reducer = ctx.reducer();
   const bool isRoot = tree.vrank == 0;
   if (ctx.size() == 1) {
-    if (recv != send) std::memcpy(recv, send, count * ctx.elementSize());
+    if (recv != send) copyBytes(recv, send, count * ctx.elementSize());
     reducer.finalize(recv, count);
     return Status::ok();
   }
@@ -63,7 +64,7 @@ Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size
     if (posted < segments) FW_RETURN_IF_ERROR(postNext());
     if (isRoot) {
       char* dst = ctx.at(recv, seg.offset(j));
-      if (result != dst) std::memcpy(dst, result, len * ctx.elementSize());
+      if (result != dst) copyBytes(dst, result, len * ctx.elementSize());
       reducer.finalize(dst, len);
     } else {
       FW_RETURN_IF_ERROR(ctx.send(tree.parent(), result, len, static_cast<uint32_t>(j), &sends[j]));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -12,7 +13,7 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
   const int r = ctx.rank();
   const size_t blockBytes = sendcount * ctx.elementSize();
   char* rotated = static_cast<char*>(ctx.scratch().bytes(blockBytes * n));
-  std::memcpy(rotated, send, blockBytes);
+  copyBytes(rotated, send, blockBytes);
   uint32_t step = 0;
   for (int have = 1; have < n; have *= 2, ++step) {
     int blocks = std::min(have, n - have);
@@ -21,7 +22,7 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
   }
   // rotated[i] is rank (r + i)'s block.
   for (int i = 0; i < n; ++i) {
-    std::memcpy(static_cast<char*>(recv) + ((r + i) % n) * blockBytes, rotated + i * blockBytes, blockBytes);
+    copyBytes(static_cast<char*>(recv) + ((r + i) % n) * blockBytes, rotated + i * blockBytes, blockBytes);
   }
   return Status::ok();
 }

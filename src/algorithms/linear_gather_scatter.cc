@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -15,7 +16,7 @@ Status linearGather(CollectiveContext& ctx, const void* send, void* recv, size_t
     return ctx.wait(p);
   }
   void* mine = ctx.at(recv, count * r);
-  if (mine != send) std::memcpy(mine, send, count * ctx.elementSize());
+  if (mine != send) copyBytes(mine, send, count * ctx.elementSize());
   Pending* p = ctx.scratch().pendings(n);
   for (int i = 0; i < n; ++i) {
     if (i != r) FW_RETURN_IF_ERROR(ctx.recv(i, ctx.at(recv, count * i), count, 0, &p[i]));
@@ -32,7 +33,7 @@ Status linearScatter(CollectiveContext& ctx, const void* send, void* recv, size_
     return ctx.wait(p);
   }
   const void* mine = ctx.at(send, count * r);
-  if (mine != recv) std::memcpy(recv, mine, count * ctx.elementSize());
+  if (mine != recv) copyBytes(recv, mine, count * ctx.elementSize());
   Pending* p = ctx.scratch().pendings(n);
   for (int i = 0; i < n; ++i) {
     if (i != r) FW_RETURN_IF_ERROR(ctx.send(i, ctx.at(send, count * i), count, 0, &p[i]));

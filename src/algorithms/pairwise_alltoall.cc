@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -11,7 +12,7 @@ Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap
                         const BlockMap& recvBlocks) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  std::memcpy(ctx.at(recv, recvBlocks.displ(r)), ctx.at(send, sendBlocks.displ(r)),
+  copyBytes(ctx.at(recv, recvBlocks.displ(r)), ctx.at(send, sendBlocks.displ(r)),
               sendBlocks.count(r) * ctx.elementSize());
   const int window = ctx.pipelineDepth();
   Pending* p = ctx.scratch().pendings(2 * window);

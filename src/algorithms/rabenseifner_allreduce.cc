@@ -7,13 +7,14 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/power_of_two_fold.h"
+#include "core/bytes.h"
 
 namespace fairway {
 Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
   const int n = ctx.size();
   const int r = ctx.rank();
   const Reducer& reducer = ctx.reducer();
-  if (send != recv) std::memcpy(recv, send, count * ctx.elementSize());
+  if (send != recv) copyBytes(recv, send, count * ctx.elementSize());
   if (n == 1) {
     reducer.finalize(recv, count);
     return Status::ok();

@@ -7,6 +7,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/power_of_two_fold.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -14,7 +15,7 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
   const int n = ctx.size();
   const int r = ctx.rank();
   const Reducer& reducer = ctx.reducer();
-  if (send != recv) std::memcpy(recv, send, count * ctx.elementSize());
+  if (send != recv) copyBytes(recv, send, count * ctx.elementSize());
   if (n == 1 || count == 0) {
     reducer.finalize(recv, count);
     return Status::ok();

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -24,7 +25,7 @@ Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, co
   const Reducer& reducer = ctx.reducer();
   const size_t mine = layout.chunkCount(r);
   if (n == 1) {
-    if (out != send) std::memcpy(out, send, mine * ctx.elementSize());
+    if (out != send) copyBytes(out, send, mine * ctx.elementSize());
     reducer.finalize(out, mine);
     return Status::ok();
   }

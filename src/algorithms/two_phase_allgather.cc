@@ -10,6 +10,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/two_phase.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -36,7 +37,7 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
     const size_t len = slices.chunkCount(s);
     char* railBlocks = gathered(s) + static_cast<size_t>(g.d) * g.M * len * es;
     const char* mine = static_cast<const char*>(send) + slices.chunkOffset(s) * es;
-    std::memcpy(railBlocks + g.m * len * es, mine, len * es);
+    copyBytes(railBlocks + g.m * len * es, mine, len * es);
     return postRailExchange(
         rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice, [&](int) { return mine; },
         [&](int) { return len; }, [&](int j) { return railBlocks + j * len * es; }, [&](int) { return len; });
@@ -47,7 +48,7 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
     FW_RETURN_IF_ERROR(ringAllgather(node, gathered(s), equalChunks(g.M * len, g.D)));
     for (int d = 0; d < g.D; ++d) {
       for (int m = 0; m < g.M; ++m) {
-        std::memcpy(static_cast<char*>(recv) + (static_cast<size_t>(g.rankAt(m, d)) * count + slices.chunkOffset(s)) * es,
+        copyBytes(static_cast<char*>(recv) + (static_cast<size_t>(g.rankAt(m, d)) * count + slices.chunkOffset(s)) * es,
                     gathered(s) + (static_cast<size_t>(d) * g.M + m) * len * es, len * es);
       }
     }

@@ -15,6 +15,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/two_phase.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -76,7 +77,7 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
     const size_t len = geo.shards.chunkCount(g.m);
     char* mine = shardInRecv(geo, g.m);
     const char* own = nodeSum(s) + geo.shards.chunkOffset(g.m) * es;
-    if (g.M == 1) std::memmove(mine, own, len * es);
+    if (g.M == 1) moveBytes(mine, own, len * es);
     bool first = true;
     for (int j = 0; j < g.M; ++j) {
       if (j == g.m) continue;

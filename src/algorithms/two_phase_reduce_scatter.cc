@@ -19,6 +19,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/two_phase.h"
+#include "core/bytes.h"
 
 namespace fairway {
 
@@ -60,7 +61,7 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     char* out = static_cast<char*>(recv) + slices.chunkOffset(static_cast<int>(s)) * es;
     const char* own = nodeSum(s) + g.m * len * es;
     if (g.M == 1) {
-      std::memmove(out, own, len * es);
+      moveBytes(out, own, len * es);
     } else {
       bool first = true;
       for (int j = 0; j < g.M; ++j) {
@@ -87,7 +88,7 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     } else {
       for (int d = 0; d < g.D; ++d) {
         for (int m = 0; m < g.M; ++m) {
-          std::memcpy(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
+          copyBytes(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
                       static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es,
                       len * es);
         }

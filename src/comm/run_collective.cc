@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "core/bytes.h"
 #include "core/datatype.h"
 #include "core/log.h"
 
@@ -111,11 +112,11 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       if (algo == Algorithm::TwoPhase) return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
       if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
       void* mine = ctx.at(a.recv, a.count * r);
-      if (mine != a.send) std::memcpy(mine, a.send, a.count * es);
+      if (mine != a.send) copyBytes(mine, a.send, a.count * es);
       return ringAllgather(ctx, a.recv, equalChunks(a.count, n));
     }
     case CollectiveKind::Broadcast:
-      if (r == a.root && a.send != a.recv) std::memcpy(a.recv, a.send, a.count * es);
+      if (r == a.root && a.send != a.recv) copyBytes(a.recv, a.send, a.count * es);
       if (choose(ctx, selector, a.kind, a.count * es) == Algorithm::Leaders) {
         return leaderBroadcast(ctx, a.recv, a.count, a.root);
       }
@@ -129,7 +130,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       const void* send = a.send;
       if (send == a.recv) {  // in place: the outgoing blocks must survive the incoming ones
         void* staged = ctx.scratch().staging(a.count * n * es);
-        std::memcpy(staged, a.send, a.count * n * es);
+        copyBytes(staged, a.send, a.count * n * es);
         send = staged;
       }
       BlockMap blocks;
