@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev libgloo-dev    # peers for side-by-side benchmarks
   gnuplot-nox                               # their plot (scripts/compare.sh)
   iproute2 python3                          # scripts
+  clang libclang-rt-14-dev gdb              # sanitizer and fuzz builds; stacks of stalled test ranks
 )
 missing=()
 for p in "${packages[@]}"; do
