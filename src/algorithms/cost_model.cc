@@ -11,12 +11,13 @@ Status LinkModel::parse(const std::string& variable, const std::string& text, Li
   char* end = nullptr;
   errno = 0;
   double alpha = std::strtod(start, &end);
-  bool ok = errno == 0 && end != start && *end == ',' && alpha >= 0;
+  // strtod also reads "inf" and "nan": a link needs finite numbers.
+  bool ok = errno == 0 && end != start && *end == ',' && std::isfinite(alpha) && alpha >= 0;
   double beta = 0;
   if (ok) {
     const char* betaText = end + 1;
     beta = std::strtod(betaText, &end);
-    ok = errno == 0 && end != betaText && *end == '\0' && beta > 0;
+    ok = errno == 0 && end != betaText && *end == '\0' && std::isfinite(beta) && beta > 0;
   }
   if (!ok) {
     return Status(fwInvalidArgument, variable + "=" + text +

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "algorithms/selector.h"
@@ -49,6 +50,29 @@ TEST(Datatype, BitwiseOpsOnlyOnIntegers) {
   EXPECT_TRUE(isOpDefinedFor(fwAvg, fwFloat16));
   EXPECT_EQ(datatypeSize(fwBfloat16), 2u);
   EXPECT_FALSE(isValidDatatype(fwNumTypes));
+}
+
+// Links are finite: strtod's "inf" and "nan" are refused, naming the variable.
+TEST(Config, LinkVariablesTakeFiniteNumbersOnly) {
+  for (const char* text : {"1,inf", "inf,5", "nan,5", "1,nan", "-1,5", "1,0", "1,5x", ""}) {
+    auto lookup = [&](const char* name) -> const char* {
+      return std::string(name) == "FAIRWAY_INTER_LINK" ? text : nullptr;
+    };
+    Config c;
+    Status st = Config::fromVariables(lookup, &c);
+    if (*text == '\0') {
+      EXPECT_TRUE(st.isOk()) << st.message();  // empty means unset
+      continue;
+    }
+    EXPECT_EQ(st.code(), fwInvalidArgument) << text;
+    EXPECT_NE(st.message().find("FAIRWAY_INTER_LINK"), std::string::npos) << st.message();
+  }
+  auto valid = [](const char* name) -> const char* {
+    return std::string(name) == "FAIRWAY_INTER_LINK" ? "14,0.12" : nullptr;
+  };
+  Config c;
+  ASSERT_TRUE(Config::fromVariables(valid, &c).isOk());
+  EXPECT_DOUBLE_EQ(c.interLink.gbPerSec, 0.12);
 }
 
 TEST(Reducer, IntegerOpsAndAverage) {
