@@ -1,7 +1,9 @@
 #include "topo/hw_topology.h"
 
 #include <hwloc.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +121,30 @@ int HwTopology::gpuByBusId(const std::string& busId) const {
 
 namespace {
 
+// True when child `pid` has exited before `limit` (it is left to be reaped).
+// Its pidfd becomes readable at exit, so one poll bounds the wait; kernels
+// older than 5.3 have no pidfd and are polled every millisecond instead.
+bool childExitedWithin(pid_t pid, std::chrono::milliseconds limit) {
+  // Through syscall(): glibc 2.36's <sys/pidfd.h> lacks C linkage for C++.
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd exited{pidfd, POLLIN, 0};
+    int ready;
+    do {
+      ready = poll(&exited, 1, static_cast<int>(limit.count()));
+    } while (ready < 0 && errno == EINTR);
+    close(pidfd);
+    return ready > 0;
+  }
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 // Loads the XML in a child process first: hwloc 2.9 dereferences NULL on
 // some malformed files (a NUMA node without a nodeset, found by the
 // topology fuzzer), and a bad FAIRWAY_TOPO_FILE must be an error, not a
@@ -136,15 +162,13 @@ Status probeXmlInChild(const std::function<bool(hwloc_topology_t)>& setSource, c
     // sanitizer's exit code) means it crashed.
     _exit(ok ? 0 : kRefused);
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  if (!childExitedWithin(pid, std::chrono::seconds(30))) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc did not finish reading it in 30 s");
+  }
   int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc did not finish reading it in 30 s");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kRefused)) {
     return Status::ok();  // a clean refusal is reported by the real load
