@@ -1,8 +1,10 @@
 #include "topo/hw_topology.h"
 
 #include <hwloc.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -145,38 +147,82 @@ bool childExitedWithin(pid_t pid, std::chrono::milliseconds limit) {
   return false;
 }
 
-// Loads the XML in a child process first: hwloc 2.9 dereferences NULL on
-// some malformed files (a NUMA node without a nodeset, found by the
-// topology fuzzer), and a bad FAIRWAY_TOPO_FILE must be an error, not a
-// crash. The child only parses and exits; its wait is bounded.
+// How far hwloc got with the XML in the probe's child, and its errno.
+struct ProbeReport {
+  enum Step : int { kLoaded, kInitFailed, kSourceRefused, kLoadRefused } step = kLoaded;
+  int error = 0;
+};
+
+void probeInThisChild(const std::function<bool(hwloc_topology_t)>& setSource, int reportFd) {
+  // A crash here is the expected outcome for some files: die of the signal
+  // quietly, without the parent's crash handlers (a sanitizer's, a
+  // fuzzer's, the application's) reporting it or writing files, and
+  // without a core dump.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
+  rlimit noCore{0, 0};
+  setrlimit(RLIMIT_CORE, &noCore);
+  ProbeReport report;
+  hwloc_topology_t topology = nullptr;
+  if (hwloc_topology_init(&topology) != 0) {
+    report.step = ProbeReport::kInitFailed;
+  } else {
+    hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (!setSource(topology)) report.step = ProbeReport::kSourceRefused;
+    else if (hwloc_topology_load(topology) != 0) report.step = ProbeReport::kLoadRefused;
+  }
+  report.error = errno;
+  ssize_t written = write(reportFd, &report, sizeof report);
+  _exit(written == static_cast<ssize_t>(sizeof report) ? 0 : 1);
+}
+
+// Reads the XML in a child process first: hwloc 2.9 dereferences NULL on
+// some malformed files (a NUMA node without a nodeset) and leaks what it
+// built when it refuses others, both found by the topology fuzzer. A bad
+// FAIRWAY_TOPO_FILE must be an error, not a crash or a leak, so the parent
+// loads only what the child loaded, and reports the child's refusal
+// itself. The wait is bounded.
 Status probeXmlInChild(const std::function<bool(hwloc_topology_t)>& setSource, const std::string& xmlFile) {
-  constexpr int kRefused = 42;
+  int reportPipe[2];
+  if (pipe2(reportPipe, O_CLOEXEC) != 0) {
+    return Status(fwSystemError, std::string("pipe to check the topology file: ") + std::strerror(errno));
+  }
   pid_t pid = fork();
-  if (pid < 0) return Status(fwSystemError, std::string("fork to check the topology file: ") + std::strerror(errno));
+  if (pid < 0) {
+    int forkError = errno;
+    close(reportPipe[0]);
+    close(reportPipe[1]);
+    return Status(fwSystemError, std::string("fork to check the topology file: ") + std::strerror(forkError));
+  }
   if (pid == 0) {
-    hwloc_topology_t topology = nullptr;
-    bool ok = hwloc_topology_init(&topology) == 0;
-    if (ok) hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    ok = ok && setSource(topology) && hwloc_topology_load(topology) == 0;
-    // 0 or kRefused: hwloc finished. Anything else (a signal, or a
-    // sanitizer's exit code) means it crashed.
-    _exit(ok ? 0 : kRefused);
+    close(reportPipe[0]);
+    probeInThisChild(setSource, reportPipe[1]);
   }
-  if (!childExitedWithin(pid, std::chrono::seconds(30))) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc did not finish reading it in 30 s");
-  }
+  close(reportPipe[1]);
+  bool exited = childExitedWithin(pid, std::chrono::seconds(30));
+  if (!exited) kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kRefused)) {
-    return Status::ok();  // a clean refusal is reported by the real load
+  ProbeReport report;
+  bool reported = exited && read(reportPipe[0], &report, sizeof report) == static_cast<ssize_t>(sizeof report);
+  close(reportPipe[0]);
+  if (!exited) {
+    return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc did not finish reading it in 30 s");
   }
-  std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
-                                        : "exit code " + std::to_string(WEXITSTATUS(status));
-  return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc crashed reading it (" + how +
-                                       "): the file is not valid hwloc XML");
+  if (!reported || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                          : "exit code " + std::to_string(WEXITSTATUS(status));
+    return Status(fwInvalidArgument, "FAIRWAY_TOPO_FILE=" + xmlFile + ": hwloc crashed reading it (" + how +
+                                         "): the file is not valid hwloc XML");
+  }
+  errno = report.error;
+  switch (report.step) {
+    case ProbeReport::kLoaded: return Status::ok();
+    case ProbeReport::kInitFailed: return hwlocError("hwloc_topology_init failed", "");
+    case ProbeReport::kSourceRefused: return hwlocError("cannot open as hwloc XML", xmlFile);
+    case ProbeReport::kLoadRefused: return hwlocError("hwloc could not load the topology", xmlFile);
+  }
+  return hwlocError("unknown outcome of the hwloc probe", xmlFile);
 }
 
 }  // namespace
