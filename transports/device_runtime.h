@@ -61,4 +61,4 @@ struct DeviceRuntimePlugin {
 extern "C" {
 typedef const fairway::DeviceRuntimePlugin* (*FairwayDeviceRuntimeEntry)();
 }
-#define FAIRWAY_DEVICE_RUNTIME_SYMBOL "fairwayDeviceRuntime_v1"
+#define FAIRWAY_DEVICE_RUNTIME_SYMBOL "fairwayDeviceRuntime"

@@ -6,7 +6,7 @@
 // non-overtaking rule), which is what lets algorithms stream segments.
 //
 // Transports are plugins: a shared object exporting
-//   extern "C" const fairway::TransportPlugin* fairwayTransportPlugin_v1();
+//   extern "C" const fairway::TransportPlugin* fairwayTransportPlugin();
 // that the core loads by name at run time. Plugins are built with the core,
 // so the C++ types below are the ABI; kTransportAbiVersion guards mismatches.
 #pragma once
@@ -113,4 +113,4 @@ struct TransportPlugin {
 extern "C" {
 typedef const fairway::TransportPlugin* (*FairwayTransportPluginEntry)();
 }
-#define FAIRWAY_TRANSPORT_PLUGIN_SYMBOL "fairwayTransportPlugin_v1"
+#define FAIRWAY_TRANSPORT_PLUGIN_SYMBOL "fairwayTransportPlugin"

@@ -121,6 +121,12 @@ FAIRWAY_API fwResult_t fwCommUserRank(const fwComm_t comm, int* rank);
  * that NCCL reported for work already enqueued on a stream. */
 FAIRWAY_API fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError);
 
+/* Device memory for buffers of device calls, on the calling thread's
+ * current device (cudaMalloc), from the device runtime communicators use
+ * (FAIRWAY_DEVICE_RUNTIME). fwMemFree(NULL) does nothing. */
+FAIRWAY_API fwResult_t fwMemAlloc(void** ptr, size_t size);
+FAIRWAY_API fwResult_t fwMemFree(void* ptr);
+
 /* ---- Blocking collectives: host buffers with a NULL stream, device
  * buffers with their stream (NULL is CUDA's default stream then) ---- */
 FAIRWAY_API fwResult_t fwAllReduce(const void* sendbuff, void* recvbuff, size_t count,

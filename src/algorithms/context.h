@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/chunk_layout.h"
+#include "algorithms/pipeline_settings.h"
 #include "comm/messenger.h"
 #include "comm/scratch.h"
 #include "comm/tags.h"
@@ -14,16 +15,6 @@
 #include "topo/rank_layout.h"
 
 namespace fairway {
-
-struct PipelineSettings {
-  size_t segmentBytes = 256 * 1024;
-  int depth = 4;  // segments in flight per peer
-  // Two-phase algorithms: bytes of the whole buffer per slice, slices in
-  // flight, and the smallest shard (one rank's piece of a slice) worth sending.
-  size_t sliceBytes = 1 << 20;
-  int slicesInFlight = 8;
-  size_t minShardBytes = 64 * 1024;
-};
 
 class CollectiveContext {
  public:

@@ -250,8 +250,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   int groupSize = group.empty() ? size() : static_cast<int>(group.size());
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
-  PipelineSettings pipeline{config_.segmentBytes, config_.pipelineDepth, config_.sliceBytes,
-                            config_.slicesInFlight, config_.minShardBytes};
+  const PipelineSettings& pipeline = config_.pipeline;
   CollectiveContext ctx(*messenger_, scratch_, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);

@@ -123,7 +123,7 @@ Status DeviceCollectives::ensureStagingResources() {
 // host buffer is refilled only after its previous slice has left it.
 Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* stream) {
   const size_t es = datatypeSize(a.datatype);
-  const size_t sliceCount = std::max<size_t>(1, kStagingSliceBytes / es);
+  const size_t sliceCount = std::max<size_t>(1, comm_.config().pipeline.stagingSliceBytes / es);
   const size_t slices = (a.count + sliceCount - 1) / sliceCount;
   const bool root = comm_.rank() == a.root;
   const bool hasInput = a.kind != CollectiveKind::Broadcast || root;

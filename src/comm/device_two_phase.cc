@@ -12,10 +12,10 @@
 namespace fairway {
 namespace {
 
-// Slices of about kStagingSliceBytes on the host side, where one slice's
-// piece is `unitBytes` per element of the sliced dimension.
-ChunkLayout hostSlices(size_t elements, size_t unitBytes) {
-  const size_t perSlice = std::max<size_t>(1, kStagingSliceBytes / std::max<size_t>(1, unitBytes));
+// Slices of about sliceBytes on the host side, where one slice's piece is
+// `unitBytes` per element of the sliced dimension.
+ChunkLayout hostSlices(size_t elements, size_t unitBytes, size_t sliceBytes) {
+  const size_t perSlice = std::max<size_t>(1, sliceBytes / std::max<size_t>(1, unitBytes));
   return ChunkLayout{elements, static_cast<int>(std::max<size_t>(1, (elements + perSlice - 1) / perSlice)), 0};
 }
 
@@ -135,7 +135,7 @@ Status DeviceTwoPhase::run(const CollectiveArgs& a, void* stream) {
 Status DeviceTwoPhase::reduceScatter(const CollectiveArgs& a, void* stream) {
   const TwoPhaseGroups& g = groups_;
   const size_t es = datatypeSize(a.datatype), c = a.count;
-  const ChunkLayout slices = hostSlices(c, g.M * es);
+  const ChunkLayout slices = hostSlices(c, g.M * es, comm_.config().pipeline.stagingSliceBytes);
   const size_t maxLen = slices.chunkCount(0);
   for (auto& b : slices_) {
     FW_RETURN_IF_ERROR(b->packed.reserve(g.D * g.M * maxLen * es));
@@ -174,7 +174,7 @@ Status DeviceTwoPhase::allReduce(const CollectiveArgs& a, void* stream) {
   const TwoPhaseGroups& g = groups_;
   const size_t es = datatypeSize(a.datatype);
   const size_t pieces = a.count / g.D;  // elements of each local rank's share
-  const ChunkLayout slices = hostSlices(pieces, es);
+  const ChunkLayout slices = hostSlices(pieces, es, comm_.config().pipeline.stagingSliceBytes);
   const size_t maxLen = slices.chunkCount(0);
   for (auto& b : slices_) FW_RETURN_IF_ERROR(b->hostIn.reserve(maxLen * es));
   // Slice s covers elements [D * from, D * (from + len)); local rank d's piece starts at D * from + d * len.
@@ -219,7 +219,7 @@ Status DeviceTwoPhase::allReduceTail(const CollectiveArgs& a, size_t from, void*
 Status DeviceTwoPhase::allGather(const CollectiveArgs& a, void* stream) {
   const TwoPhaseGroups& g = groups_;
   const size_t es = datatypeSize(a.datatype), c = a.count;
-  const ChunkLayout slices = hostSlices(c, g.M * es);
+  const ChunkLayout slices = hostSlices(c, g.M * es, comm_.config().pipeline.stagingSliceBytes);
   const size_t maxLen = slices.chunkCount(0);
   for (auto& b : slices_) {
     FW_RETURN_IF_ERROR(b->hostIn.reserve(maxLen * es));

@@ -5,7 +5,7 @@
 // pinned buffers, so the inter-node transport needs no CUDA support and
 // reductions across nodes use the host reducer.
 //
-// The buffer is cut into slices of about kStagingSliceBytes on the host
+// The buffer is cut into slices of about FAIRWAY_STAGING_SLICE_BYTES on the host
 // side. The node phase of slice s+1 is enqueued on the caller's stream
 // before the host runs slice s's rail phase, so the GPU and NCCL work on
 // one slice while the network carries the other. The call returns when

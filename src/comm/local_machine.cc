@@ -16,13 +16,16 @@ Status loadMachine(const Config& config, LocalMachine* m) {
     if (!config.topoFile.empty() || !config.topoDumpFile.empty()) return topo;
     FW_LOG(Warn, Init, "topology discovery failed, continuing without it: %s", topo.message().c_str());
   }
-  Status device = createDeviceRuntime(config.pluginPath, &m->device);
+  Status device = createDeviceRuntime(config.deviceRuntime, config.pluginPath, &m->device);
   m->cudaDevice = device.isOk() ? Availability::yes() : Availability::no(device.message());
 
-  // Without a GPU, NCCL (a large library) is not even loaded.
+  // Without a GPU, NCCL (a large library) is not even loaded; nor under
+  // the host-emulated runtime, whose "device" memory NCCL cannot reach.
   const TransportPlugin* plugin = nullptr;
-  Status nccl = m->cudaDevice.ok ? loadTransportPlugin("nccl", config.pluginPath, &plugin)
-                                 : Status(fwNotAvailable, m->cudaDevice.reason);
+  Status nccl = !m->cudaDevice.ok ? Status(fwNotAvailable, m->cudaDevice.reason)
+                : config.deviceRuntime == "host-emulated"
+                    ? Status(fwNotAvailable, "NCCL needs CUDA memory, and FAIRWAY_DEVICE_RUNTIME=host-emulated has none")
+                    : loadTransportPlugin("nccl", config.pluginPath, &plugin);
   if (nccl.isOk() && plugin->native == nullptr) nccl = Status(fwNotAvailable, "the nccl plugin has no collectives");
   if (nccl.isOk()) nccl = plugin->native->available();
   if (nccl.isOk()) m->nccl = plugin->native;
@@ -36,7 +39,8 @@ Status LocalMachine::get(const Config& config, LocalMachine** out) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<LocalMachine>> machines;
   std::lock_guard<std::mutex> lock(mutex);
-  const std::string key = config.topoFile + '\n' + config.topoDumpFile + '\n' + config.pluginPath;
+  const std::string key =
+      config.topoFile + '\n' + config.topoDumpFile + '\n' + config.pluginPath + '\n' + config.deviceRuntime;
   auto it = machines.find(key);
   if (it == machines.end()) {
     auto machine = std::make_unique<LocalMachine>();

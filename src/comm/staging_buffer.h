@@ -10,11 +10,6 @@
 
 namespace fairway {
 
-// Slices of a staged pipeline: big enough that a slice's network time
-// dwarfs the per-copy overhead, small enough that a few stay cheap in
-// pinned memory and the copies overlap the network well.
-constexpr size_t kStagingSliceBytes = 4 << 20;
-
 class StagingBuffer {
  public:
   enum class Kind { Pinned, Device };

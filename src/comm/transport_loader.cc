@@ -61,7 +61,11 @@ Status loadPlugin(const std::string& file, const char* symbol, int abiVersion, c
     auto entry = reinterpret_cast<Entry>(dlsym(handle, symbol));
     const Plugin* plugin = entry ? entry() : nullptr;
     if (plugin == nullptr || plugin->abiVersion != abiVersion) {
-      errors += " " + path + ": not a Fairway plugin of ABI version " + std::to_string(abiVersion) + ";";
+      errors += " " + path + ": " +
+                (plugin == nullptr ? std::string("no ") + symbol + " entry, not a Fairway plugin"
+                                   : "plugin ABI version " + std::to_string(plugin->abiVersion) +
+                                         ", this libfairway needs " + std::to_string(abiVersion)) +
+                ";";
       dlclose(handle);
       continue;
     }
@@ -91,11 +95,23 @@ Status createTransport(const std::string& name, const std::string& pluginPath, c
   return plugin->create(args, out).withContext("transport '" + name + "'");
 }
 
-Status createDeviceRuntime(const std::string& pluginPath, std::unique_ptr<DeviceRuntime>* out) {
+Status createDeviceRuntime(const std::string& kind, const std::string& pluginPath,
+                           std::unique_ptr<DeviceRuntime>* out) {
+  if (kind == "none") return Status(fwNotAvailable, "FAIRWAY_DEVICE_RUNTIME=none");
+  const bool emulated = kind == "host-emulated";
   const DeviceRuntimePlugin* plugin = nullptr;
-  FW_RETURN_IF_ERROR(loadPlugin("libfairway-device-cuda.so", FAIRWAY_DEVICE_RUNTIME_SYMBOL, kDeviceRuntimeAbiVersion,
-                                pluginPath, &plugin));
-  return plugin->create(out);
+  Status loaded = loadPlugin(emulated ? "libfairway-device-emulated.so" : "libfairway-device-cuda.so",
+                             FAIRWAY_DEVICE_RUNTIME_SYMBOL, kDeviceRuntimeAbiVersion, pluginPath, &plugin);
+  if (emulated && !loaded.isOk()) {
+    return loaded.withContext("FAIRWAY_DEVICE_RUNTIME=host-emulated is for Fairway's own tests, from its build tree");
+  }
+  FW_RETURN_IF_ERROR(loaded);
+  FW_RETURN_IF_ERROR(plugin->create(out));
+  if (emulated) {
+    FW_LOG(Warn, Init, "FAIRWAY_DEVICE_RUNTIME=host-emulated: \"device\" memory is host memory and no GPU is used; "
+                       "this runtime exists to test Fairway's device paths");
+  }
+  return Status::ok();
 }
 
 }  // namespace fairway

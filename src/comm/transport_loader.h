@@ -21,6 +21,10 @@ Status loadTransportPlugin(const std::string& name, const std::string& pluginPat
 Status createTransport(const std::string& name, const std::string& pluginPath, const TransportInitArgs& args,
                        std::unique_ptr<Transport>* out);
 
-Status createDeviceRuntime(const std::string& pluginPath, std::unique_ptr<DeviceRuntime>* out);
+// kind is FAIRWAY_DEVICE_RUNTIME: "cuda" (libfairway-device-cuda.so), "none"
+// (fails: every buffer is host memory) or "host-emulated"
+// (libfairway-device-emulated.so, built for the tests and not installed).
+Status createDeviceRuntime(const std::string& kind, const std::string& pluginPath,
+                           std::unique_ptr<DeviceRuntime>* out);
 
 }  // namespace fairway

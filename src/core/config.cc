@@ -113,19 +113,27 @@ Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
   readString(lookup, "FAIRWAY_JOB_SECRET_FILE", &c.jobSecretFile);
   readString(lookup, "FAIRWAY_NODE_ID", &c.nodeId);
   readString(lookup, "FAIRWAY_PLUGIN_PATH", &c.pluginPath);
+  readString(lookup, "FAIRWAY_DEVICE_RUNTIME", &c.deviceRuntime);
+  if (c.deviceRuntime != "cuda" && c.deviceRuntime != "none" && c.deviceRuntime != "host-emulated") {
+    return Status(fwInvalidArgument, "FAIRWAY_DEVICE_RUNTIME=" + c.deviceRuntime +
+                                         " is not one of cuda|none|host-emulated");
+  }
   readString(lookup, "FAIRWAY_TOPO_FILE", &c.topoFile);
   readString(lookup, "FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
   FW_RETURN_IF_ERROR(parseList(lookup, "FAIRWAY_NET_DEVICES", &c.netDevices));
-  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SEGMENT_BYTES", 4096, size_t{1} << 30, &c.segmentBytes));
-  int64_t depth = c.pipelineDepth;
+  PipelineSettings& p = c.pipeline;
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SEGMENT_BYTES", 4096, size_t{1} << 30, &p.segmentBytes));
+  int64_t depth = p.depth;
   FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_PIPELINE_DEPTH", 1, 64, &depth));
-  c.pipelineDepth = static_cast<int>(depth);
+  p.depth = static_cast<int>(depth);
   FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
-  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SLICE_BYTES", 4096, size_t{1} << 40, &c.sliceBytes));
-  int64_t inFlight = c.slicesInFlight;
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SLICE_BYTES", 4096, size_t{1} << 40, &p.sliceBytes));
+  int64_t inFlight = p.slicesInFlight;
   FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_SLICES_IN_FLIGHT", 1, 16, &inFlight));
-  c.slicesInFlight = static_cast<int>(inFlight);
-  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_MIN_SHARD_BYTES", 1, size_t{1} << 40, &c.minShardBytes));
+  p.slicesInFlight = static_cast<int>(inFlight);
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_MIN_SHARD_BYTES", 1, size_t{1} << 40, &p.minShardBytes));
+  FW_RETURN_IF_ERROR(
+      parseBytes(lookup, "FAIRWAY_STAGING_SLICE_BYTES", 4096, size_t{1} << 30, &p.stagingSliceBytes));
   if (const char* text = valueOf(lookup, "FAIRWAY_INTRA_LINK")) {
     FW_RETURN_IF_ERROR(LinkModel::parse("FAIRWAY_INTRA_LINK", text, &c.intraLink));
     c.intraLinkSet = true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algorithms/link_model.h"
+#include "algorithms/pipeline_settings.h"
 #include "core/status.h"
 
 namespace fairway {
@@ -30,15 +31,13 @@ struct Config {
   std::string jobSecretFile;           // FAIRWAY_JOB_SECRET_FILE: the secret, in a file only its owner reads
   std::string nodeId;                  // FAIRWAY_NODE_ID
   std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
+  std::string deviceRuntime = "cuda";  // FAIRWAY_DEVICE_RUNTIME: cuda|none|host-emulated (tests)
   std::string topoFile;                // FAIRWAY_TOPO_FILE: hwloc XML read instead of discovering
   std::string topoDumpFile;            // FAIRWAY_TOPO_DUMP_FILE: where to write the topology found
   std::vector<std::string> netDevices; // FAIRWAY_NET_DEVICES: UCX devices, local rank i takes entry i mod n
-  size_t segmentBytes = 256 * 1024;    // FAIRWAY_SEGMENT_BYTES: pipeline unit of ring/tree algorithms
-  int pipelineDepth = 4;               // FAIRWAY_PIPELINE_DEPTH: segments in flight per peer
+  PipelineSettings pipeline;           // FAIRWAY_SEGMENT_BYTES, _PIPELINE_DEPTH, _SLICE_BYTES,
+                                       // _SLICES_IN_FLIGHT, _MIN_SHARD_BYTES, _STAGING_SLICE_BYTES
   int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: busy-poll this long before blocking
-  size_t sliceBytes = 1 << 20;         // FAIRWAY_SLICE_BYTES: two-phase pipeline slice (whole buffer)
-  int slicesInFlight = 8;              // FAIRWAY_SLICES_IN_FLIGHT: two-phase slices in the pipeline
-  size_t minShardBytes = 64 * 1024;    // FAIRWAY_MIN_SHARD_BYTES: smallest per-rank piece of a slice
   LinkModel intraLink = kDefaultIntraLink;  // FAIRWAY_INTRA_LINK: cost model "alpha_us,GBps"
   LinkModel interLink = kDefaultInterLink;  // FAIRWAY_INTER_LINK
   bool intraLinkSet = false, interLinkSet = false;  // given by the variables: measuring leaves them

@@ -35,9 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   Config c;
   if (!Config::fromVariables(lookup, &c).isOk()) return 0;
-  bool inRange = c.timeoutMs >= 1 && c.segmentBytes >= 4096 && c.segmentBytes <= (size_t{1} << 30) &&
-                 c.pipelineDepth >= 1 && c.pipelineDepth <= 64 && c.spinMicros >= 0 && c.sliceBytes >= 4096 &&
-                 c.slicesInFlight >= 1 && c.slicesInFlight <= 16 && c.minShardBytes >= 1 &&
+  const PipelineSettings& p = c.pipeline;
+  bool inRange = c.timeoutMs >= 1 && p.segmentBytes >= 4096 && p.segmentBytes <= (size_t{1} << 30) &&
+                 p.depth >= 1 && p.depth <= 64 && c.spinMicros >= 0 && p.sliceBytes >= 4096 &&
+                 p.slicesInFlight >= 1 && p.slicesInFlight <= 16 && p.minShardBytes >= 1 &&
+                 p.stagingSliceBytes >= 4096 && p.stagingSliceBytes <= (size_t{1} << 30) &&
                  (c.transport == "auto" || c.transport == "ucx" || c.transport == "nccl") &&
                  finitePositive(c.intraLink.gbPerSec) && finitePositive(c.interLink.gbPerSec) &&
                  finiteNonNegative(c.intraLink.alphaUs) && finiteNonNegative(c.interLink.alphaUs);

@@ -55,7 +55,7 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
     {"allreduce", nullptr, true, false, true, one, one, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIallReduce(a.send, a.recv, a.count, a.datatype, a.op, a.comm, rq)
-                 : fwAllReduce(a.send, a.recv, a.count, a.datatype, a.op, a.comm, nullptr);
+                 : fwAllReduce(a.send, a.recv, a.count, a.datatype, a.op, a.comm, a.stream);
      },
      [](void* send, const CallArgs& a, int seed) { fill(send, a.datatype, a.op, a.rank, 0, a.count, seed); },
      [](void* e, const CallArgs& a, int seed) {
@@ -66,7 +66,7 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
      [](size_t count, int rank, int, size_t* s, size_t* r) { *s = 0; *r = count * rank; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIreduceScatter(a.send, a.recv, a.count, a.datatype, a.op, a.comm, rq)
-                 : fwReduceScatter(a.send, a.recv, a.count, a.datatype, a.op, a.comm, nullptr);
+                 : fwReduceScatter(a.send, a.recv, a.count, a.datatype, a.op, a.comm, a.stream);
      },
      [](void* send, const CallArgs& a, int seed) { fill(send, a.datatype, a.op, a.rank, 0, a.count * a.nranks, seed); },
      [](void* e, const CallArgs& a, int seed) {
@@ -77,13 +77,13 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
      [](size_t count, int rank, int, size_t* s, size_t* r) { *s = count * rank; *r = 0; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIallGather(a.send, a.recv, a.count, a.datatype, a.comm, rq)
-                 : fwAllGather(a.send, a.recv, a.count, a.datatype, a.comm, nullptr);
+                 : fwAllGather(a.send, a.recv, a.count, a.datatype, a.comm, a.stream);
      },
      fillOwnBlock, expectEveryRanksBlock},
     {"broadcast", nullptr, false, true, true, onRoot, one, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIbroadcast(a.send, a.recv, a.count, a.datatype, a.root, a.comm, rq)
-                 : fwBroadcast(a.send, a.recv, a.count, a.datatype, a.root, a.comm, nullptr);
+                 : fwBroadcast(a.send, a.recv, a.count, a.datatype, a.root, a.comm, a.stream);
      },
      fillOwnBlock,
      [](void* e, const CallArgs& a, int seed) {
@@ -93,7 +93,7 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
     {"reduce", nullptr, true, true, true, one, onRoot, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIreduce(a.send, a.recv, a.count, a.datatype, a.op, a.root, a.comm, rq)
-                 : fwReduce(a.send, a.recv, a.count, a.datatype, a.op, a.root, a.comm, nullptr);
+                 : fwReduce(a.send, a.recv, a.count, a.datatype, a.op, a.root, a.comm, a.stream);
      },
      [](void* send, const CallArgs& a, int seed) { fill(send, a.datatype, a.op, a.rank, 0, a.count, seed); },
      [](void* e, const CallArgs& a, int seed) -> size_t {
@@ -104,7 +104,7 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
     {"alltoall", nullptr, false, false, true, all, all, sameBuffer,
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIallToAll(a.send, a.recv, a.count, a.datatype, a.comm, rq)
-                 : fwAllToAll(a.send, a.recv, a.count, a.datatype, a.comm, nullptr);
+                 : fwAllToAll(a.send, a.recv, a.count, a.datatype, a.comm, a.stream);
      },
      fillBlocksPerPeer,
      [](void* e, const CallArgs& a, int seed) {
@@ -118,7 +118,7 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
      [](size_t count, int, int root, size_t* s, size_t* r) { *s = count * root; *r = 0; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIgather(a.send, a.recv, a.count, a.datatype, a.root, a.comm, rq)
-                 : fwGather(a.send, a.recv, a.count, a.datatype, a.root, a.comm, nullptr);
+                 : fwGather(a.send, a.recv, a.count, a.datatype, a.root, a.comm, a.stream);
      },
      fillOwnBlock,
      [](void* e, const CallArgs& a, int seed) -> size_t {
@@ -128,7 +128,7 @@ const std::vector<CollectiveCase> kCases = withForcedAlgorithms({
      [](size_t count, int, int root, size_t* s, size_t* r) { *s = 0; *r = count * root; },
      [](const CallArgs& a, fwRequest_t* rq) {
        return rq ? fwIscatter(a.send, a.recv, a.count, a.datatype, a.root, a.comm, rq)
-                 : fwScatter(a.send, a.recv, a.count, a.datatype, a.root, a.comm, nullptr);
+                 : fwScatter(a.send, a.recv, a.count, a.datatype, a.root, a.comm, a.stream);
      },
      fillBlocksPerPeer,
      [](void* e, const CallArgs& a, int seed) {

@@ -20,6 +20,7 @@ struct CallArgs {
   int rank;
   int nranks;
   fwComm_t comm;
+  fwStream_t stream;  // blocking calls' stream: NULL for host buffers
 };
 
 struct CollectiveCase {

@@ -208,15 +208,29 @@ void reportFailure(const RankContext& ctx, const std::string& what) {
   std::fprintf(stderr, "[rank %d/%d] %s\n", ctx.rank, ctx.nranks, what.c_str());
 }
 
-GuardedBuffer::GuardedBuffer(size_t bytes) : bytes_(bytes) {
-  storage_ = static_cast<unsigned char*>(std::malloc(bytes + 2 * kGuard));
+GuardedBuffer::GuardedBuffer(size_t bytes, bool device) : bytes_(bytes), device_(device) {
+  void* memory = nullptr;
+  if (device) {
+    if (fwMemAlloc(&memory, bytes + 2 * kGuard) != fwSuccess) memory = nullptr;
+  } else {
+    memory = std::malloc(bytes + 2 * kGuard);
+  }
+  storage_ = static_cast<unsigned char*>(memory);
+  if (storage_ == nullptr) return;
   std::memset(storage_, 0xA5, kGuard);
   std::memset(storage_ + kGuard + bytes, 0xA5, kGuard);
 }
 
-GuardedBuffer::~GuardedBuffer() { std::free(storage_); }
+GuardedBuffer::~GuardedBuffer() {
+  if (device_) {
+    (void)fwMemFree(storage_);
+  } else {
+    std::free(storage_);
+  }
+}
 
 bool GuardedBuffer::guardsIntact() const {
+  if (storage_ == nullptr) return false;
   for (size_t i = 0; i < kGuard; ++i) {
     if (storage_[i] != 0xA5 || storage_[kGuard + bytes_ + i] != 0xA5) return false;
   }

@@ -55,13 +55,17 @@ void reportFailure(const RankContext& ctx, const std::string& what);
   } while (0)
 
 // Buffers with guard bytes on both sides, to catch writes past the end.
+// With device = true the storage comes from fwMemAlloc: only under the
+// host-emulated device runtime (FAIRWAY_DEVICE_RUNTIME=host-emulated),
+// whose device memory the test can read and write directly. data() is
+// NULL if the allocation failed.
 class GuardedBuffer {
  public:
-  explicit GuardedBuffer(size_t bytes);
+  explicit GuardedBuffer(size_t bytes, bool device = false);
   ~GuardedBuffer();
   GuardedBuffer(const GuardedBuffer&) = delete;
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-  void* data() { return storage_ + kGuard; }
+  void* data() { return storage_ ? storage_ + kGuard : nullptr; }
   size_t size() const { return bytes_; }
   bool guardsIntact() const;
 
@@ -69,6 +73,7 @@ class GuardedBuffer {
   static constexpr size_t kGuard = 64;
   unsigned char* storage_;
   size_t bytes_;
+  bool device_;
 };
 
 }  // namespace fairway::testing

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -269,6 +270,21 @@ TEST(InitFromEnv, MissingLauncherSaysWhatToSet) {
   fwComm_t comm = nullptr;
   EXPECT_EQ(fwCommInitFromEnv(&comm), fwInvalidUsage);
   EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "FAIRWAY_RANK"), nullptr) << fwGetLastErrorMessage();
+}
+
+// Without a device runtime there is no device memory to hand out, and the
+// error says why; freeing a pointer that is not device memory is refused.
+TEST(MemAlloc, WithoutDeviceRuntimeSaysWhy) {
+  setenv("FAIRWAY_DEVICE_RUNTIME", "none", 1);
+  void* memory = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(fwMemAlloc(&memory, 1024), fwNotAvailable);
+  EXPECT_EQ(memory, nullptr);
+  EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "FAIRWAY_DEVICE_RUNTIME=none"), nullptr) << fwGetLastErrorMessage();
+  EXPECT_EQ(fwMemAlloc(nullptr, 1024), fwInvalidPointer);
+  EXPECT_EQ(fwMemFree(nullptr), fwSuccess);
+  int onTheStack = 0;
+  EXPECT_EQ(fwMemFree(&onTheStack), fwNotAvailable);
+  unsetenv("FAIRWAY_DEVICE_RUNTIME");
 }
 
 }  // namespace

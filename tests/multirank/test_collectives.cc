@@ -13,136 +13,11 @@
 #include <vector>
 
 #include "perf/check_data.h"
-#include "tests/multirank/collective_cases.h"
+#include "tests/multirank/collective_sweep.h"
 #include "tests/multirank/rank_harness.h"
 
 namespace fairway::testing {
 namespace {
-
-const fwDataType_t kTypes[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64,
-                               fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
-// The last count spans many pipeline segments; sanitizer runs shrink it
-// with FAIRWAY_TEST_SWEEP_LARGE_COUNT (scripts/sanitize.sh).
-size_t largeCount() {
-  const char* text = std::getenv("FAIRWAY_TEST_SWEEP_LARGE_COUNT");
-  long long n = text ? std::atoll(text) : 0;
-  return n > 7 ? static_cast<size_t>(n) : (1u << 20) + 3;
-}
-const size_t kCounts[] = {0, 1, 7, largeCount()};
-const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
-const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
-
-std::vector<fwRedOp_t> opsFor(const CollectiveCase& c, fwDataType_t type) {
-  if (!c.reduces) return {fwSum};
-  std::vector<fwRedOp_t> ops = {fwSum, fwProd, fwMax, fwMin, fwAvg};
-  if (type <= fwUint64) ops.insert(ops.end(), {fwBand, fwBor, fwBxor});
-  return ops;
-}
-
-struct Combination {
-  fwDataType_t type;
-  fwRedOp_t op;
-  size_t count;
-  bool inPlace;
-  bool nonBlocking;
-  int root;
-  std::string describe(const char* name) const {
-    return std::string(name) + " " + kTypeNames[type] + " " + kOpNames[op] + " count " + std::to_string(count) +
-           (inPlace ? " in-place" : " out-of-place") + (nonBlocking ? " non-blocking" : "") + " root " +
-           std::to_string(root);
-  }
-};
-
-// Runs one combination on this rank; returns its failure count.
-int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const Combination& k, int seed) {
-  const size_t es = check::elementSize(k.type);
-  const size_t sendN = c.sendElements(k.count, ctx.nranks, ctx.rank, k.root);
-  const size_t recvN = c.recvElements(k.count, ctx.nranks, ctx.rank, k.root);
-  CallArgs a{nullptr, nullptr, k.count, k.type, k.op, k.root, ctx.rank, ctx.nranks, comm};
-
-  // In place only where this rank holds both buffers (rooted calls: the root).
-  const bool shared = k.inPlace && (!c.rooted || ctx.rank == k.root);
-  GuardedBuffer one(std::max(sendN, recvN) * es);
-  GuardedBuffer other(shared ? 0 : recvN * es);
-  std::memset(one.data(), 0xCD, one.size());
-  std::memset(other.data(), 0xCD, other.size());
-  if (shared) {
-    size_t sendOffset = 0, recvOffset = 0;
-    c.inPlaceOffsets(k.count, ctx.rank, k.root, &sendOffset, &recvOffset);
-    a.send = static_cast<char*>(one.data()) + sendOffset * es;
-    a.recv = static_cast<char*>(one.data()) + recvOffset * es;
-  } else {
-    a.send = sendN ? one.data() : nullptr;
-    a.recv = recvN ? other.data() : nullptr;
-  }
-  if (sendN) c.fillInput(const_cast<void*>(a.send), a, seed);
-  std::vector<char> sentCopy;
-  if (!shared && sendN) sentCopy.assign(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + sendN * es);
-
-  fwResult_t result;
-  if (k.nonBlocking) {
-    fwRequest_t request = nullptr;
-    result = c.call(a, &request);
-    if (result == fwSuccess) result = fwWait(request);
-  } else {
-    result = c.call(a, nullptr);
-  }
-  if (result != fwSuccess) {
-    reportFailure(ctx, k.describe(c.name) + ": " + fwGetErrorString(result) + ": " + fwGetLastErrorMessage());
-    return 1;
-  }
-  int failures = 0;
-  std::vector<char> expected(std::max<size_t>(recvN, 1) * es);
-  size_t compare = c.fillExpected(expected.data(), a, seed);
-  size_t wrong = compare ? check::countWrong(a.recv, expected.data(), k.type, compare) : 0;
-  if (wrong) {
-    reportFailure(ctx, k.describe(c.name) + ": " + std::to_string(wrong) + " of " + std::to_string(compare) +
-                           " elements wrong");
-    ++failures;
-  }
-  if (!one.guardsIntact() || !other.guardsIntact()) {
-    reportFailure(ctx, k.describe(c.name) + ": wrote past the end of a buffer");
-    ++failures;
-  }
-  if (!sentCopy.empty() && std::memcmp(sentCopy.data(), a.send, sentCopy.size()) != 0) {
-    reportFailure(ctx, k.describe(c.name) + ": modified the send buffer");
-    ++failures;
-  }
-  return failures;
-}
-
-// nodeOfRank: FAIRWAY_NODE_ID for each rank, to pose as several nodes
-// (empty: one node).
-int sweepCollective(const RankContext& ctx, const CollectiveCase& c, const std::vector<std::string>& nodeOfRank = {}) {
-  if (c.algorithm != nullptr) setenv("FAIRWAY_ALGO", c.algorithm, 1);  // this rank's process only
-  if (!nodeOfRank.empty()) setenv("FAIRWAY_NODE_ID", nodeOfRank[ctx.rank].c_str(), 1);
-  fwComm_t comm = nullptr;
-  if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) {
-    reportFailure(ctx, std::string("fwCommInitRank: ") + fwGetLastErrorMessage());
-    return 1;
-  }
-  int failures = 0;
-  int seed = 0;
-  for (fwDataType_t type : kTypes) {
-    for (fwRedOp_t op : opsFor(c, type)) {
-      for (size_t countIndex = 0; countIndex < 4; ++countIndex) {
-        for (bool inPlace : {false, true}) {
-          if (inPlace && !c.hasInPlace) continue;
-          ++seed;
-          // Roots and the non-blocking path vary across combinations.
-          Combination k{type, op, kCounts[countIndex], inPlace, seed % 3 == 0,
-                        static_cast<int>((seed / 2) % ctx.nranks)};
-          failures += runOne(ctx, comm, c, k, seed);
-        }
-      }
-    }
-  }
-  if (fwCommDestroy(comm) != fwSuccess) {
-    reportFailure(ctx, std::string("fwCommDestroy: ") + fwGetLastErrorMessage());
-    ++failures;
-  }
-  return failures;
-}
 
 class CollectiveSweep : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -242,7 +117,9 @@ TEST_P(EmulatedNodesSweep, MatchesReference) {
       setenv("FAIRWAY_MIN_SHARD_BYTES", "4096", 1);
       setenv("FAIRWAY_SLICES_IN_FLIGHT", std::to_string(1 + GetParam() % 3).c_str(), 1);
     }
-    return sweepCollective(ctx, e.collective, e.layout->nodeOfRank);
+    SweepOptions options;
+    options.nodeOfRank = e.layout->nodeOfRank;
+    return sweepCollective(ctx, e.collective, options);
   });
   for (int r = 0; r < nranks; ++r) {
     EXPECT_EQ(outcomes[r].exitCode, 0) << e.collective.name << " on layout " << e.layout->name << ": rank " << r

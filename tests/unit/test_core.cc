@@ -75,6 +75,23 @@ TEST(Config, LinkVariablesTakeFiniteNumbersOnly) {
   EXPECT_DOUBLE_EQ(c.interLink.gbPerSec, 0.12);
 }
 
+TEST(Config, DeviceRuntimeIsOneOfThree) {
+  for (const char* text : {"cuda", "none", "host-emulated", "emulated", "CUDA"}) {
+    auto lookup = [&](const char* name) -> const char* {
+      return std::string(name) == "FAIRWAY_DEVICE_RUNTIME" ? text : nullptr;
+    };
+    Config c;
+    Status st = Config::fromVariables(lookup, &c);
+    const bool valid = std::string(text) == "cuda" || std::string(text) == "none" || std::string(text) == "host-emulated";
+    EXPECT_EQ(st.isOk(), valid) << text;
+    if (valid) {
+      EXPECT_EQ(c.deviceRuntime, text);
+    } else {
+      EXPECT_NE(st.message().find("FAIRWAY_DEVICE_RUNTIME=" + std::string(text)), std::string::npos);
+    }
+  }
+}
+
 TEST(Reducer, IntegerOpsAndAverage) {
   std::vector<int32_t> a = {1, -5, 7, 100}, b = {3, 2, -7, 28}, out(4);
   Reducer(fwInt32, fwSum, 2).combine(out.data(), a.data(), b.data(), 4);
@@ -167,8 +184,8 @@ TEST_F(ConfigEnv, DefaultsAndOverrides) {
   setenv("FAIRWAY_SLICE_BYTES", "2M", 1);
   setenv("FAIRWAY_SEGMENT_BYTES", "65536", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
-  EXPECT_EQ(c.sliceBytes, size_t{2} << 20);
-  EXPECT_EQ(c.segmentBytes, size_t{65536});
+  EXPECT_EQ(c.pipeline.sliceBytes, size_t{2} << 20);
+  EXPECT_EQ(c.pipeline.segmentBytes, size_t{65536});
 }
 
 TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {

@@ -152,6 +152,6 @@ const DeviceRuntimePlugin kCudaRuntimePlugin{kDeviceRuntimeAbiVersion, createCud
 }  // namespace
 }  // namespace fairway
 
-extern "C" __attribute__((visibility("default"))) const fairway::DeviceRuntimePlugin* fairwayDeviceRuntime_v1() {
+extern "C" __attribute__((visibility("default"))) const fairway::DeviceRuntimePlugin* fairwayDeviceRuntime() {
   return &fairway::kCudaRuntimePlugin;
 }

@@ -172,6 +172,6 @@ const TransportPlugin kNcclPlugin{kTransportAbiVersion, "nccl", nullptr, &kNcclE
 }  // namespace
 }  // namespace fairway
 
-extern "C" __attribute__((visibility("default"))) const fairway::TransportPlugin* fairwayTransportPlugin_v1() {
+extern "C" __attribute__((visibility("default"))) const fairway::TransportPlugin* fairwayTransportPlugin() {
   return &fairway::kNcclPlugin;
 }

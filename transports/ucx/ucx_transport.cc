@@ -334,6 +334,6 @@ const TransportPlugin kUcxPlugin{kTransportAbiVersion, "ucx", createUcxTransport
 }  // namespace
 }  // namespace fairway
 
-extern "C" __attribute__((visibility("default"))) const fairway::TransportPlugin* fairwayTransportPlugin_v1() {
+extern "C" __attribute__((visibility("default"))) const fairway::TransportPlugin* fairwayTransportPlugin() {
   return &fairway::kUcxPlugin;
 }

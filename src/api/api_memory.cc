@@ -1,0 +1,49 @@
+// Device memory for communication buffers, from the device runtime the
+// communicators use (FAIRWAY_DEVICE_RUNTIME): cudaMalloc on the calling
+// thread's current device with CUDA, the runtime's own arena under the
+// host-emulated runtime of the tests.
+#include "comm/local_machine.h"
+#include "core/errors.h"
+
+using namespace fairway;
+
+namespace {
+
+Status deviceRuntime(const char* call, DeviceRuntime** out) {
+  Config config;
+  FW_RETURN_IF_ERROR(Config::fromEnvironment(&config).withContext(call));
+  LocalMachine* machine = nullptr;
+  FW_RETURN_IF_ERROR(LocalMachine::get(config, &machine).withContext(call));
+  if (!machine->device) {
+    return Status(fwNotAvailable, std::string(call) + ": no device runtime: " + machine->cudaDevice.reason);
+  }
+  *out = machine->device.get();
+  return Status::ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+fwResult_t fwMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  DeviceRuntime* device = nullptr;
+  Status st = deviceRuntime("fwMemAlloc", &device);
+  if (st.isOk()) st = device->allocateDevice(size, ptr).withContext("fwMemAlloc of " + std::to_string(size) + " bytes");
+  return reportToCaller(st);
+}
+
+fwResult_t fwMemFree(void* ptr) {
+  if (ptr == nullptr) return reportToCaller(Status::ok());
+  DeviceRuntime* device = nullptr;
+  Status st = deviceRuntime("fwMemFree", &device);
+  int owner = 0;
+  if (st.isOk() && device->memoryTypeOf(ptr, &owner) != MemoryType::Cuda) {
+    st = Status(fwInvalidArgument, "fwMemFree: the pointer is not device memory (not from fwMemAlloc)");
+  }
+  if (st.isOk()) device->freeDevice(ptr);
+  return reportToCaller(st);
+}
+
+}  // extern "C"

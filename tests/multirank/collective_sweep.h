@@ -1,0 +1,38 @@
+// One rank's part of the correctness sweep: every datatype x every op that
+// applies x counts {0, 1, 7, large} x out-of-place and in-place for one
+// collective, each result compared element by element with the reference
+// (exact for integers, within check_data's tolerance for floats), guard
+// bytes checked, and out-of-place send buffers required unchanged.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tests/multirank/collective_cases.h"
+#include "tests/multirank/rank_harness.h"
+
+namespace fairway::testing {
+
+struct SweepOptions {
+  // FAIRWAY_NODE_ID of each rank, to pose as several nodes (empty: one node).
+  std::vector<std::string> nodeOfRank;
+  // Buffers from fwMemAlloc, passed with `stream`; the sweep waits with
+  // `synchronize` before checking. Only under the host-emulated device
+  // runtime, where the test reads device memory directly. Non-blocking
+  // calls take host buffers only, so device sweeps make blocking calls.
+  bool deviceMemory = false;
+  fwStream_t stream = nullptr;
+  int (*synchronize)(fwStream_t stream) = nullptr;
+};
+
+// The sweep's largest count: 1M+3 elements, spanning many pipeline
+// segments, unless FAIRWAY_TEST_SWEEP_LARGE_COUNT makes it smaller
+// (scripts/sanitize.sh).
+size_t sweepLargeCount();
+
+// Creates a communicator, runs the sweep of c, destroys it; returns the
+// number of failures (each reported).
+int sweepCollective(const RankContext& ctx, const CollectiveCase& c, const SweepOptions& options = {});
+
+}  // namespace fairway::testing
