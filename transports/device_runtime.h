@@ -15,7 +15,7 @@
 
 namespace fairway {
 
-constexpr int kDeviceRuntimeAbiVersion = 2;
+constexpr int kDeviceRuntimeAbiVersion = 3;
 
 class DeviceRuntime {
  public:
@@ -48,6 +48,18 @@ class DeviceRuntime {
   virtual void destroyEvent(void* event) = 0;
   virtual Status recordEvent(void* event, void* stream) = 0;
   virtual Status waitEvent(void* event, int64_t timeoutMs) = 0;  // the host waits, bounded like synchronize
+
+  // How a stream waits for a host thread: flags are words of host memory
+  // that streams read and host threads write. allocateFlags gives `count`
+  // zeroed flags; they are never freed while a stream may still read them.
+  virtual Status allocateFlags(size_t count, uint32_t** out) = 0;
+  // Work enqueued on stream after this runs once (int32_t)(*flag - value)
+  // >= 0: a cyclic greater-or-equal, so a counter may wrap.
+  virtual Status streamWaitFlag(void* stream, uint32_t* flag, uint32_t value) = 0;
+  // Sets the flag, after every host write before it; visible to waiting streams.
+  virtual void setFlag(uint32_t* flag, uint32_t value) = 0;
+  // How streamWaitFlag waits here, for fairway-info and the logs.
+  virtual const char* streamWaitMethod() const = 0;
 };
 
 struct DeviceRuntimePlugin {

@@ -5,11 +5,12 @@
  * rank to the others, communicators, and collectives that take a stream.
  * Host buffers pass a NULL stream and the call completes before it returns;
  * the fwI* variants (host buffers only) return a request to test or wait on.
- * Device (CUDA) buffers take the stream that orders them, as in NCCL: where
- * the plan uses NCCL the call enqueues the work on that stream and returns;
- * where device buffers are staged through host memory over UCX, the call
- * waits for the stream's earlier work, moves the data, and returns with the
- * result in place, so work enqueued on the stream afterwards sees it.
+ * Device (CUDA) buffers take the stream that orders them, as in NCCL: the
+ * call enqueues the work on that stream and returns; the work starts after
+ * what precedes it on the stream, and what follows sees the result. Where
+ * the data moves through the host (UCX, staging), a worker thread of the
+ * communicator does it when the stream reaches the call; its failures show
+ * in fwCommGetAsyncError and fail the next call.
  *
  * Every function returns a fwResult_t. On failure, fwGetLastErrorMessage()
  * returns a message for the calling thread that names what was wrong.

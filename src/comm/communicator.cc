@@ -281,14 +281,38 @@ Status Communicator::startCollective(const CollectiveArgs& args, std::shared_ptr
   return Status::ok();
 }
 
-Status Communicator::postSend(const void* buf, size_t bytes, int peer, Pending* out) {
+Status Communicator::startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn) {
+  FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  const uint32_t first = nextSequence_;
+  nextSequence_ += collectives;
+  executor_.submit([fn = std::move(fn), first] { return fn(first); });
+  return Status::ok();
+}
+
+uint64_t Communicator::reserveSendNumber(int peer) {
   std::lock_guard<std::mutex> lock(pointToPointMutex_);
-  return messenger_->send(peer, buf, bytes, Tag::pointToPoint(rank(), sentTo_[peer]++), out);
+  return sentTo_[peer]++;
+}
+
+uint64_t Communicator::reserveRecvNumber(int peer) {
+  std::lock_guard<std::mutex> lock(pointToPointMutex_);
+  return receivedFrom_[peer]++;
+}
+
+Status Communicator::postSendNumbered(const void* buf, size_t bytes, int peer, uint64_t number, Pending* out) {
+  return messenger_->send(peer, buf, bytes, Tag::pointToPoint(rank(), number), out);
+}
+
+Status Communicator::postRecvNumbered(void* buf, size_t bytes, int peer, uint64_t number, Pending* out) {
+  return messenger_->recv(peer, buf, bytes, Tag::pointToPoint(peer, number), out);
+}
+
+Status Communicator::postSend(const void* buf, size_t bytes, int peer, Pending* out) {
+  return postSendNumbered(buf, bytes, peer, reserveSendNumber(peer), out);
 }
 
 Status Communicator::postRecv(void* buf, size_t bytes, int peer, Pending* out) {
-  std::lock_guard<std::mutex> lock(pointToPointMutex_);
-  return messenger_->recv(peer, buf, bytes, Tag::pointToPoint(peer, receivedFrom_[peer]++), out);
+  return postRecvNumbered(buf, bytes, peer, reserveRecvNumber(peer), out);
 }
 
 Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence,

@@ -52,6 +52,20 @@ class Communicator {
   // The communicator's failure, or one NCCL saw in enqueued work.
   Status asyncError();
 
+  // Work a device call hands to the communicator's worker thread: queued
+  // behind earlier calls, with `collectives` collective numbers reserved now,
+  // in call order, so every rank numbers them alike. fn runs later on the
+  // worker and runs its host collectives through runReserved with those
+  // numbers; it must not call collective() (the worker would wait for itself).
+  Status startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn);
+  Status runReserved(const CollectiveArgs& args, uint32_t sequence) { return execute(args, sequence, {}); }
+  // The next point-to-point message numbers to and from peer, reserved in
+  // call order for a message posted later (postSendNumbered/postRecvNumbered).
+  uint64_t reserveSendNumber(int peer);
+  uint64_t reserveRecvNumber(int peer);
+  Status postSendNumbered(const void* buf, size_t bytes, int peer, uint64_t number, Pending* out);
+  Status postRecvNumbered(void* buf, size_t bytes, int peer, uint64_t number, Pending* out);
+
   // Point-to-point messages, matched in order per pair of ranks.
   Status postSend(const void* buf, size_t bytes, int peer, Pending* out);
   Status postRecv(void* buf, size_t bytes, int peer, Pending* out);

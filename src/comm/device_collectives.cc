@@ -1,7 +1,10 @@
 #include "comm/device_collectives.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "comm/communicator.h"
 #include "core/datatype.h"
@@ -22,6 +25,24 @@ bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
 }
 
+// One flag per communicator, from pages that are never freed: a stream may
+// still hold a wait on a flag (its GPU queue behind) after the
+// communicator is gone, and a freed or reused word would release it wrongly
+// or be read after free. Four bytes per communicator ever created.
+Status allocateDoneFlag(DeviceRuntime& device, uint32_t** out) {
+  constexpr size_t kFlagsPerPage = 1024;
+  static std::mutex mutex;
+  static std::map<DeviceRuntime*, std::pair<uint32_t*, size_t>> pages;  // current page, flags used
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& page = pages[&device];
+  if (page.first == nullptr || page.second == kFlagsPerPage) {
+    FW_RETURN_IF_ERROR(device.allocateFlags(kFlagsPerPage, &page.first));
+    page.second = 0;
+  }
+  *out = page.first + page.second++;
+  return Status::ok();
+}
+
 }  // namespace
 
 DeviceCollectives::DeviceCollectives(Communicator& comm)
@@ -37,6 +58,7 @@ DeviceCollectives::~DeviceCollectives() {
   for (void* event : sliceReady_) {
     if (event != nullptr) device_.destroyEvent(event);
   }
+  for (void* event : allEvents_) device_.destroyEvent(event);
   if (copyStream_ != nullptr) device_.destroyStream(copyStream_);
 }
 
@@ -118,19 +140,90 @@ Status DeviceCollectives::ensureStagingResources() {
   return Status::ok();
 }
 
+Status DeviceCollectives::acquireEvent(void** out) {
+  std::lock_guard<std::mutex> lock(eventsMutex_);
+  if (freeEvents_.empty()) {
+    void* event = nullptr;
+    FW_RETURN_IF_ERROR(device_.createEvent(&event));
+    allEvents_.push_back(event);
+    freeEvents_.push_back(event);
+  }
+  *out = freeEvents_.back();
+  freeEvents_.pop_back();
+  return Status::ok();
+}
+
+void DeviceCollectives::releaseEvent(void* event) {
+  std::lock_guard<std::mutex> lock(eventsMutex_);
+  freeEvents_.push_back(event);
+}
+
+Status DeviceCollectives::waitForStream(void* startEvent) {
+  constexpr int64_t kCheckEveryMs = 20;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+  for (;;) {
+    Status reached = device_.waitEvent(startEvent, std::min(kCheckEveryMs, timeoutMs_));
+    if (reached.code() != fwTimeout) return reached;
+    FW_RETURN_IF_ERROR(comm_.messenger().brokenStatus());
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(fwTimeout, "rank " + std::to_string(comm_.rank()) +
+                                   ": the stream did not reach the call within FAIRWAY_TIMEOUT_MS=" +
+                                   std::to_string(timeoutMs_) + " ms");
+    }
+  }
+}
+
+Status DeviceCollectives::enqueueOnWorker(void* stream, uint32_t collectives,
+                                          std::function<Status(uint32_t firstSequence)> body) {
+  FW_RETURN_IF_ERROR(comm_.messenger().brokenStatus());
+  if (doneFlag_ == nullptr) FW_RETURN_IF_ERROR(allocateDoneFlag(device_, &doneFlag_));
+  void* start = nullptr;
+  FW_RETURN_IF_ERROR(acquireEvent(&start));
+  Status st = device_.recordEvent(start, stream);
+  if (!st.isOk()) {
+    releaseEvent(start);
+    return st;
+  }
+  const uint32_t ticket = ++issued_;
+  st = device_.streamWaitFlag(stream, doneFlag_, ticket);
+  if (!st.isOk()) {
+    releaseEvent(start);
+    return st;
+  }
+  st = comm_.startReserved(collectives, [this, start, ticket, body = std::move(body)](uint32_t first) {
+    Status done = waitForStream(start);
+    releaseEvent(start);
+    if (done.isOk()) done = body(first);
+    if (!done.isOk()) {
+      // Breaks the communicator (the first failure wins) and tells the
+      // peers; the stream goes on, its result undefined, the error kept.
+      comm_.messenger().fail(done);
+      FW_LOG(Warn, Coll, "rank %d: device call failed on the worker: %s", comm_.rank(), done.message().c_str());
+    }
+    device_.setFlag(doneFlag_, ticket);
+    return done;
+  });
+  if (!st.isOk()) device_.setFlag(doneFlag_, ticket);  // never queued: release the stream now
+  return st;
+}
+
+size_t DeviceCollectives::stagedSliceElements(const CollectiveArgs& a) const {
+  return std::max<size_t>(1, comm_.config().pipeline.stagingSliceBytes / datatypeSize(a.datatype));
+}
+
 // Slice s is copied to the host while slice s-1 crosses the network and
 // slice s-2 is copied back; one copy stream keeps the copies in order, so a
-// host buffer is refilled only after its previous slice has left it.
-Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* stream) {
+// host buffer is refilled only after its previous slice has left it. Each
+// slice is one host collective, numbered first + s.
+Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, uint32_t firstSequence) {
   const size_t es = datatypeSize(a.datatype);
-  const size_t sliceCount = std::max<size_t>(1, comm_.config().pipeline.stagingSliceBytes / es);
+  const size_t sliceCount = stagedSliceElements(a);
   const size_t slices = (a.count + sliceCount - 1) / sliceCount;
   const bool root = comm_.rank() == a.root;
   const bool hasInput = a.kind != CollectiveKind::Broadcast || root;
   const bool hasOutput = a.kind != CollectiveKind::Reduce || root;
   FW_RETURN_IF_ERROR(ensureStagingResources());
   for (StagingBuffer& slice : slices_) FW_RETURN_IF_ERROR(slice.reserve(std::min(a.count, sliceCount) * es));
-  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));  // the input is complete
 
   auto load = [&](size_t s) -> Status {
     const size_t offset = s * sliceCount * es;
@@ -148,7 +241,7 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
     CollectiveArgs slice = a;
     slice.count = std::min(sliceCount, a.count - s * sliceCount);
     slice.send = slice.recv = slices_[s % 2].data();  // in place on the host
-    FW_RETURN_IF_ERROR(comm_.collective(slice));
+    FW_RETURN_IF_ERROR(comm_.runReserved(slice, firstSequence + static_cast<uint32_t>(s)));
     if (hasOutput) {
       FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + s * sliceCount * es, slices_[s % 2].data(),
                                            slice.count * es, copyStream_));
@@ -161,11 +254,10 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, void* strea
 // (one buffer inside the other) are staged as one host range, so the host
 // call is in place too; all-to-all-v's receive buffer is loaded first so
 // the gaps between its blocks come back unchanged.
-Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) {
+Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, uint32_t firstSequence) {
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(a, comm_.rank(), comm_.size(), &sendBytes, &recvBytes);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));
   CollectiveArgs host = a;
   const bool shared = rangesOverlap(a.send, sendBytes, a.recv, recvBytes);
   if (shared) {
@@ -187,7 +279,7 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, void* stream) 
     host.recv = recvBytes > 0 ? whole_[1].data() : nullptr;
   }
   FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
-  FW_RETURN_IF_ERROR(comm_.collective(host));
+  FW_RETURN_IF_ERROR(comm_.runReserved(host, firstSequence));
   if (recvBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(a.recv, host.recv, recvBytes, copyStream_));
   return device_.synchronize(copyStream_, timeoutMs_);
 }
@@ -196,8 +288,32 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (nativeHandles(a)) return runNative(a, stream);
   if (twoPhase_.handles(a)) return twoPhase_.run(a, stream);
-  if (elementwise(a.kind)) return runStagedInSlices(a, stream);
-  return runStagedWhole(a, stream);
+  if (elementwise(a.kind)) {
+    const size_t sliceCount = stagedSliceElements(a);
+    const auto slices = static_cast<uint32_t>((a.count + sliceCount - 1) / sliceCount);
+    return enqueueOnWorker(stream, slices, [this, a](uint32_t first) { return runStagedInSlices(a, first); });
+  }
+  return enqueueOnWorker(stream, 1, [this, a](uint32_t first) { return runStagedWhole(a, first); });
+}
+
+Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, uint64_t number) {
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  FW_RETURN_IF_ERROR(whole_[0].reserve(bytes));
+  FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data(), buf, bytes, copyStream_));
+  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
+  Pending pending;
+  FW_RETURN_IF_ERROR(comm_.postSendNumbered(whole_[0].data(), bytes, peer, number, &pending));
+  return comm_.messenger().wait(&pending);
+}
+
+Status DeviceCollectives::stagedRecv(void* buf, size_t bytes, int peer, uint64_t number) {
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  FW_RETURN_IF_ERROR(whole_[1].reserve(bytes));
+  Pending pending;
+  FW_RETURN_IF_ERROR(comm_.postRecvNumbered(whole_[1].data(), bytes, peer, number, &pending));
+  FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending));
+  FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data(), bytes, copyStream_));
+  return device_.synchronize(copyStream_, timeoutMs_);
 }
 
 Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
@@ -207,14 +323,10 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
     return native_->send(buf, count, datatype, peer, stream);
   }
   const size_t bytes = count * datatypeSize(datatype);
-  FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(whole_[0].reserve(bytes));
-  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));
-  FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data(), buf, bytes, copyStream_));
-  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
-  Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postSend(whole_[0].data(), bytes, peer, &pending));
-  return comm_.messenger().wait(&pending);
+  const uint64_t number = comm_.reserveSendNumber(peer);  // in call order, like the collectives' numbers
+  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number](uint32_t) {
+    return stagedSend(buf, bytes, peer, number);
+  });
 }
 
 Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
@@ -224,14 +336,10 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
     return native_->recv(buf, count, datatype, peer, stream);
   }
   const size_t bytes = count * datatypeSize(datatype);
-  FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(whole_[1].reserve(bytes));
-  Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postRecv(whole_[1].data(), bytes, peer, &pending));
-  FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending));
-  FW_RETURN_IF_ERROR(device_.synchronize(stream, timeoutMs_));  // earlier stream work may still use buf
-  FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data(), bytes, copyStream_));
-  return device_.synchronize(copyStream_, timeoutMs_);
+  const uint64_t number = comm_.reserveRecvNumber(peer);
+  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number](uint32_t) {
+    return stagedRecv(buf, bytes, peer, number);
+  });
 }
 
 Status DeviceCollectives::asyncError() {

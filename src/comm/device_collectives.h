@@ -1,12 +1,18 @@
-// Collectives and messages on device buffers, the way the plan says: NCCL's
-// own collectives on the caller's stream, or UCX through pinned host
-// buffers. The staged path is synchronous for the host: it waits for the
-// stream's earlier work, moves the data, and returns with the result copied
-// back, so work enqueued on the stream afterwards sees it.
+// Collectives and messages on device buffers, the way the plan says, with
+// NCCL's stream semantics: a call enqueues its work on the caller's stream
+// and returns. NCCL's collectives are enqueued as they are. Paths that need
+// the host (UCX, staging through pinned memory) are queued for the
+// communicator's worker thread: the call records an event on the stream
+// (the worker starts when the stream reaches it) and makes the stream wait
+// on a flag the worker sets when the data is in place. A failure there
+// breaks the communicator: fwCommGetAsyncError reports it and later calls
+// fail with it, and the stream is released so nothing waits forever.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "comm/collective_args.h"
 #include "comm/device_two_phase.h"
@@ -40,15 +46,35 @@ class DeviceCollectives {
   bool nativeHandles(const CollectiveArgs& args) const;
   Status ensureNative();
   Status runNative(const CollectiveArgs& args, void* stream);
-  Status runStagedInSlices(const CollectiveArgs& args, void* stream);
-  Status runStagedWhole(const CollectiveArgs& args, void* stream);
+  // Queues body for the worker, ordered on stream as described above, with
+  // `collectives` collective numbers reserved for it.
+  Status enqueueOnWorker(void* stream, uint32_t collectives, std::function<Status(uint32_t firstSequence)> body);
+  // The worker's wait for the stream to reach a call: bounded by the
+  // timeout, cut short when the communicator breaks.
+  Status waitForStream(void* startEvent);
+  Status acquireEvent(void** out);
+  void releaseEvent(void* event);
+  size_t stagedSliceElements(const CollectiveArgs& args) const;
+  // The staged bodies, run on the worker once the stream reached the call.
+  Status runStagedInSlices(const CollectiveArgs& args, uint32_t firstSequence);
+  Status runStagedWhole(const CollectiveArgs& args, uint32_t firstSequence);
+  Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
+  Status stagedRecv(void* buf, size_t bytes, int peer, uint64_t number);
   Status ensureStagingResources();
 
   Communicator& comm_;
   DeviceRuntime& device_;
   int64_t timeoutMs_;  // bounds every wait on a stream or event
-  std::mutex mutex_;  // one device operation at a time per communicator
+  std::mutex mutex_;  // one device call at a time per communicator
   std::unique_ptr<NativeCollectives> native_;
+  // Worker hand-off: the flag streams wait on, and the last ticket issued
+  // (the flag reaches ticket t when call t's data is in place).
+  uint32_t* doneFlag_ = nullptr;
+  uint32_t issued_ = 0;
+  std::mutex eventsMutex_;
+  std::vector<void*> freeEvents_;  // start events not in use
+  std::vector<void*> allEvents_;
+  // Worker-only from here: staging buffers and the copy stream.
   void* copyStream_ = nullptr;
   void* sliceReady_[2] = {nullptr, nullptr};
   StagingBuffer slices_[2];

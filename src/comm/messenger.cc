@@ -51,6 +51,8 @@ void Messenger::progressAll() {
   for (auto& transport : routes_.transports) transport->progress();
 }
 
+// Called without mutex_ held: a failed post breaks the communicator, and
+// fail() takes mutex_ to send the peers its notice.
 Status Messenger::postChecked(Status posted, Pending* out) {
   if (!posted.isOk()) {
     fail(posted);
@@ -63,15 +65,23 @@ Status Messenger::postChecked(Status posted, Pending* out) {
 Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
   *out = Pending{kCompleted, peer, tag, false, true, transportOf(peer)};
-  std::lock_guard<std::mutex> lock(mutex_);
-  return postChecked(out->via->isend(peer, buf, bytes, tag, &out->handle), out);
+  Status posted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    posted = out->via->isend(peer, buf, bytes, tag, &out->handle);
+  }
+  return postChecked(posted, out);
 }
 
 Status Messenger::recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
   *out = Pending{kCompleted, peer, tag, true, true, transportOf(peer)};
-  std::lock_guard<std::mutex> lock(mutex_);
-  return postChecked(out->via->irecv(peer, buf, bytes, tag, Tag::kFullMask, &out->handle), out);
+  Status posted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    posted = out->via->irecv(peer, buf, bytes, tag, Tag::kFullMask, &out->handle);
+  }
+  return postChecked(posted, out);
 }
 
 Status Messenger::test(Pending* p, bool* done) {

@@ -8,7 +8,12 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -44,6 +49,136 @@ TEST(EmulatedDevice, MemAllocGivesDeviceMemory) {
       << fwGetLastErrorMessage();
   EXPECT_EQ(fwMemFree(memory), fwSuccess);
   EXPECT_EQ(fwMemFree(memory), fwInvalidArgument);  // freed: no longer device memory
+}
+
+// A point on a stream that work behind it cannot pass until the test opens it.
+class StreamGate {
+ public:
+  explicit StreamGate(fwStream_t stream) { emulatedDevice()->enqueue(stream, &StreamGate::hold, this); }
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  static void hold(void* self) {
+    auto* gate = static_cast<StreamGate*>(self);
+    std::unique_lock<std::mutex> lock(gate->mutex_);
+    gate->cv_.wait_for(lock, std::chrono::seconds(60), [&] { return gate->open_; });
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+int initComm(const RankContext& ctx, fwComm_t* comm) {
+  if (emulatedDevice() == nullptr) {
+    reportFailure(ctx, std::string("no host-emulated device runtime: ") + dlerror());
+    return 1;
+  }
+  if (fwCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) {
+    reportFailure(ctx, std::string("fwCommInitRank: ") + fwGetLastErrorMessage());
+    return 1;
+  }
+  return 0;
+}
+
+// NCCL's stream semantics on the staged path: the call returns while the
+// stream is held before it, nothing is written yet, and work enqueued on
+// the stream after the call sees the result once the stream runs.
+TEST(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
+  auto outcomes = runRanks(2, [](const RankContext& ctx) {
+    fwComm_t comm;
+    if (initComm(ctx, &comm)) return 1;
+    int failures = 0;
+    constexpr size_t kCount = 100000;  // several staging slices
+    setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
+    GuardedBuffer send(kCount * sizeof(float), true), recv(kCount * sizeof(float), true);
+    auto* in = static_cast<float*>(send.data());
+    auto* out = static_cast<float*>(recv.data());
+    for (size_t i = 0; i < kCount; ++i) {
+      in[i] = static_cast<float>(ctx.rank + 1);
+      out[i] = -1.0f;
+    }
+    fwStream_t stream = emulatedDevice()->createStream();
+    StreamGate gate(stream);
+    const auto start = std::chrono::steady_clock::now();
+    RANK_CHECK(ctx, fwAllReduce(in, out, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "fwAllReduce");
+    const double callMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    RANK_CHECK(ctx, callMs < 1000, "the call waited for its stream: " + std::to_string(callMs) + " ms");
+    RANK_CHECK(ctx, out[0] == -1.0f && out[kCount - 1] == -1.0f, "the result was written before the stream ran");
+    // Work behind the call copies what it sees.
+    struct Seen {
+      const float* out;
+      float first = 0, last = 0;
+    } seen{out};
+    emulatedDevice()->enqueue(stream, [](void* p) {
+      auto* s = static_cast<Seen*>(p);
+      s->first = s->out[0];
+      s->last = s->out[kCount - 1];
+    }, &seen);
+    gate.open();
+    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
+    RANK_CHECK(ctx, seen.first == 3.0f && seen.last == 3.0f,
+               "work after the call saw " + std::to_string(seen.first) + ", " + std::to_string(seen.last) + ", not 3");
+    emulatedDevice()->destroyStream(stream);
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "fwCommDestroy");
+    return failures;
+  });
+  for (auto& o : outcomes) {
+    EXPECT_EQ(o.exitCode, 0);
+    EXPECT_FALSE(o.timedOut);
+  }
+}
+
+// A peer that dies while a device call is queued on the worker: the call
+// has returned, so the failure shows as the communicator's asynchronous
+// error, naming the rank, within the timeout and 2 s; the next call fails.
+TEST(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
+  constexpr int64_t kTimeoutMs = 5000;
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    setenv("FAIRWAY_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+    fwComm_t comm;
+    if (initComm(ctx, &comm)) return 1;
+    int failures = 0;
+    constexpr size_t kCount = 1 << 16;
+    GuardedBuffer buffer(kCount * sizeof(float), true);
+    auto* data = static_cast<float*>(buffer.data());
+    for (size_t i = 0; i < kCount; ++i) data[i] = 1.0f;
+    // Every connection is up before rank 2 dies.
+    RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "fwBarrier");
+    if (ctx.rank == 2) raise(SIGKILL);
+    fwStream_t stream = emulatedDevice()->createStream();
+    const auto start = std::chrono::steady_clock::now();
+    // The call fails at once only if the death was already seen; either
+    // way the communicator's asynchronous error must report it.
+    (void)fwAllReduce(data, data, kCount, fwFloat32, fwSum, comm, stream);
+    fwResult_t async = fwSuccess;
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(kTimeoutMs + 2000)) {
+      if (fwCommGetAsyncError(comm, &async) != fwSuccess || async != fwSuccess) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    RANK_CHECK(ctx, async != fwSuccess, "no asynchronous error " + std::to_string(ms) + " ms after the call");
+    fwResult_t next = fwAllReduce(data, data, kCount, fwFloat32, fwSum, comm, stream);
+    RANK_CHECK(ctx, next != fwSuccess, "the next call succeeded on a broken communicator");
+    const std::string message = fwGetLastErrorMessage();
+    if (message.find("rank 2") == std::string::npos) {
+      reportFailure(ctx, "the error does not name rank 2: " + message);
+      ++failures;
+    }
+    // The worker released the stream: it drains.
+    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 10000) == 0, "the stream stayed blocked");
+    emulatedDevice()->destroyStream(stream);
+    fwCommAbort(comm);
+    return failures;
+  });
+  EXPECT_EQ(outcomes[2].exitCode, 128 + SIGKILL);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r;
+  }
 }
 
 struct Layout {

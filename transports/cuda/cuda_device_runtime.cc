@@ -2,10 +2,14 @@
 // statically, so the plugin needs only the driver (libcuda) at run time;
 // without a driver or a GPU, create() says so and the core treats every
 // buffer as host memory.
+#include <cuda.h>  // types and flags of cuStreamWaitValue32 only: it is reached through cudart
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -16,6 +20,36 @@ namespace {
 
 Status cudaFailure(const char* what, cudaError_t error) {
   return Status(fwSystemError, std::string("cuda: ") + what + ": " + cudaGetErrorString(error));
+}
+
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// The driver's cuStreamWaitValue32 through cudart (no link to libcuda), or
+// null where the driver lacks it.
+StreamWaitValue32 driverStreamWaitValue32() {
+  static StreamWaitValue32 entry = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &function, 12000, cudaEnableDefault, &found);
+    return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<StreamWaitValue32>(function)
+                                                                    : nullptr;
+  }();
+  return entry;
+}
+
+// The fallback wait: a host function on the stream that returns once the
+// flag is set. It holds CUDA's callback thread meanwhile, which delays
+// other host functions in the process; stream memory operations do not.
+struct HostWait {
+  const uint32_t* flag;
+  uint32_t value;
+};
+void CUDART_CB waitOnHost(void* argument) {
+  auto* wait = static_cast<HostWait*>(argument);
+  while (static_cast<int32_t>(__atomic_load_n(wait->flag, __ATOMIC_ACQUIRE) - wait->value) < 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  delete wait;
 }
 
 class CudaDeviceRuntime final : public DeviceRuntime {
@@ -115,6 +149,43 @@ class CudaDeviceRuntime final : public DeviceRuntime {
                          timeoutMs);
   }
 
+  // Mapped, portable pinned memory: every device reads it in place.
+  Status allocateFlags(size_t count, uint32_t** out) override {
+    void* memory = nullptr;
+    cudaError_t e = cudaHostAlloc(&memory, std::max<size_t>(count, 1) * sizeof(uint32_t),
+                                  cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess) return cudaFailure("cudaHostAlloc for stream flags", e);
+    std::memset(memory, 0, std::max<size_t>(count, 1) * sizeof(uint32_t));
+    *out = static_cast<uint32_t*>(memory);
+    return Status::ok();
+  }
+
+  // cuStreamWaitValue32 where the driver has stream memory operations: the
+  // GPU itself polls the flag, no thread is held. Otherwise a host function.
+  Status streamWaitFlag(void* stream, uint32_t* flag, uint32_t value) override {
+    if (StreamWaitValue32 wait = driverStreamWaitValue32()) {
+      void* devicePointer = nullptr;
+      cudaError_t e = cudaHostGetDevicePointer(&devicePointer, flag, 0);
+      if (e != cudaSuccess) return cudaFailure("cudaHostGetDevicePointer of a stream flag", e);
+      CUresult r = wait(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(devicePointer), value,
+                        CU_STREAM_WAIT_VALUE_GEQ);
+      if (r == CUDA_SUCCESS) return Status::ok();
+      if (r != CUDA_ERROR_NOT_SUPPORTED) {
+        return Status(fwSystemError, "cuda: cuStreamWaitValue32 failed with CUresult " + std::to_string(r));
+      }
+      hostWaits_.store(true);
+    }
+    cudaError_t e = cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), waitOnHost, new HostWait{flag, value});
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaLaunchHostFunc", e);
+  }
+
+  void setFlag(uint32_t* flag, uint32_t value) override { __atomic_store_n(flag, value, __ATOMIC_RELEASE); }
+
+  const char* streamWaitMethod() const override {
+    return driverStreamWaitValue32() != nullptr && !hostWaits_.load() ? "cuStreamWaitValue32"
+                                                                      : "a host function (cudaLaunchHostFunc)";
+  }
+
  private:
   // Polls query until it stops reporting cudaErrorNotReady, yielding the
   // core between polls; CUDA's own synchronize calls have no time limit.
@@ -134,6 +205,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   int devices_;
+  std::atomic<bool> hostWaits_{false};  // the driver refused stream memory operations
 };
 
 Status createCudaRuntime(std::unique_ptr<DeviceRuntime>* out) {

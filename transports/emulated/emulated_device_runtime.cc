@@ -79,8 +79,20 @@ class Streams {
     std::unique_lock<std::mutex> lock(mutex_);
     return changed_.wait_until(lock, deadline, done);
   }
+  template <typename Done>
+  void waitUntilDone(Done done) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, done);
+  }
 
   std::mutex& mutex() { return mutex_; }
+
+  // A flag write that wakes the streams waiting on it.
+  void setAndNotify(uint32_t* flag, uint32_t value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    *flag = value;
+    changed_.notify_all();
+  }
 
  private:
   void work(Stream* stream) {
@@ -241,6 +253,26 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
     });
     return Status::ok();
   }
+
+  Status allocateFlags(size_t count, uint32_t** out) override {
+    *out = static_cast<uint32_t*>(std::calloc(std::max<size_t>(count, 1), sizeof(uint32_t)));
+    if (*out == nullptr) return Status(fwSystemError, "host-emulated device: out of host memory for flags");
+    return Status::ok();
+  }
+
+  // The stream's thread sleeps until setFlag satisfies it: no timeout, as
+  // a GPU stream waiting on a value has none.
+  Status streamWaitFlag(void* stream, uint32_t* flag, uint32_t value) override {
+    Streams& s = Streams::instance();
+    s.enqueue(s.resolve(stream), [flag, value] {
+      Streams::instance().waitUntilDone([&] { return static_cast<int32_t>(*flag - value) >= 0; });
+    });
+    return Status::ok();
+  }
+
+  void setFlag(uint32_t* flag, uint32_t value) override { Streams::instance().setAndNotify(flag, value); }
+
+  const char* streamWaitMethod() const override { return "host-emulated stream thread"; }
 
   Status waitEvent(void* event, int64_t timeoutMs) override {
     std::shared_ptr<EventState> state = static_cast<Event*>(event)->state;
