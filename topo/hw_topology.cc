@@ -62,8 +62,18 @@ int treeDistance(hwloc_obj_t a, hwloc_obj_t b) {
   return hops;
 }
 
+// The OS device's type as an integer: hwloc copies it from a topology file
+// unchecked, and an enum loaded with a value outside its range is
+// undefined behaviour (found by fuzz_topology: osdev_type="10000").
+int osdevTypeOf(hwloc_obj_t osdev) {
+  int type = -1;
+  static_assert(sizeof(osdev->attr->osdev.type) == sizeof(int), "hwloc's osdev type is an int-sized enum");
+  std::memcpy(&type, &osdev->attr->osdev.type, sizeof type);
+  return type;
+}
+
 bool isCudaOsDevice(hwloc_obj_t osdev) {
-  auto type = osdev->attr->osdev.type;
+  const int type = osdevTypeOf(osdev);
   if (type == HWLOC_OBJ_OSDEV_COPROC) return osdev->subtype != nullptr && std::strcmp(osdev->subtype, "CUDA") == 0;
   if (type == HWLOC_OBJ_OSDEV_GPU) return osdev->name != nullptr && std::strncmp(osdev->name, "nvml", 4) == 0;
   return false;
@@ -90,11 +100,11 @@ Classified classify(hwloc_obj_t pci) {
     if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
     if (isCudaOsDevice(child)) {
       c.gpu = true;
-      (child->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC ? cudaName : nvmlName) = child->name;
-    } else if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+      (osdevTypeOf(child) == HWLOC_OBJ_OSDEV_COPROC ? cudaName : nvmlName) = child->name;
+    } else if (osdevTypeOf(child) == HWLOC_OBJ_OSDEV_OPENFABRICS) {
       c.nic = c.rdma = true;
       fabricName = child->name;
-    } else if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
+    } else if (osdevTypeOf(child) == HWLOC_OBJ_OSDEV_NETWORK) {
       c.nic = true;
       netName = child->name;
     }

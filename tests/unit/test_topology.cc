@@ -108,6 +108,20 @@ TEST(HwTopology, FileThatHwlocRefusesIsAnErrorWithoutLeak) {
       << st.message();
 }
 
+// hwloc keeps an OS device type it does not know (10000 here): the NIC is
+// still classified by its PCI class, and reading the type is defined
+// behaviour (the ASan+UBSan build checks).
+TEST(HwTopology, UnknownOsDeviceTypeIsIgnored) {
+  HwTopology t;
+  const std::string file = std::string(FAIRWAY_TEST_DATA_DIR) + "/osdev_type_out_of_range.xml";
+  Status st = HwTopology::load(file, "", &t);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  ASSERT_EQ(t.gpus.size(), 1u);
+  ASSERT_EQ(t.nics.size(), 1u);
+  EXPECT_FALSE(t.nics[0].rdma);  // its OpenFabrics device is the unknown one
+  EXPECT_EQ(t.nicOfGpu[0], 0);
+}
+
 TEST(HwTopology, DiscoversThisMachine) {
   HwTopology t;
   Status st = HwTopology::load("", "", &t);
