@@ -11,7 +11,7 @@ packages=(
   libgtest-dev googletest                   # tests
   openmpi-bin libopenmpi-dev libgloo-dev    # peers for side-by-side benchmarks
   gnuplot-nox                               # their plot (scripts/compare.sh)
-  iproute2 python3                          # scripts
+  iproute2 python3 python3-pip unzip        # scripts; pip fetches the UCX wheel below
   clang libclang-rt-14-dev gdb              # sanitizer and fuzz builds; stacks of stalled test ranks
 )
 missing=()
@@ -24,6 +24,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# A CUDA-aware UCX (the libucx-cu13 wheel from PyPI: UCX 1.22 with cuda_copy
+# and cuda_ipc), unpacked into .whl/ for FAIRWAY_UCX_CMAKE_DIR and the tests
+# that check the UCX version at run time; its static libraries are dropped.
+# Without network the tests that need it are skipped, saying so.
+wheel_dir=.whl/libucx-cu13
+if [ ! -f "$wheel_dir/lib/cmake/ucx/ucx-config.cmake" ]; then
+  rm -rf .whl/download "$wheel_dir"
+  if python3 -m pip download --quiet --no-deps --only-binary :all: -d .whl/download libucx-cu13==1.22.0 2>/dev/null; then
+    unzip -q .whl/download/libucx_cu13-*.whl 'libucx/*' -d .whl/download
+    mv .whl/download/libucx "$wheel_dir"
+    rm -f "$wheel_dir"/lib/*.a "$wheel_dir"/lib/*.la
+    echo "setup: libucx-cu13 1.22.0 unpacked in $wheel_dir"
+  else
+    echo "setup: could not fetch the libucx-cu13 wheel (no network?); the UCX wheel tests will be skipped"
+  fi
+  rm -rf .whl/download
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > build-configure.log 2>&1 || { cat build-configure.log; exit 1; }

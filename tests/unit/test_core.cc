@@ -10,6 +10,7 @@
 
 #include "algorithms/selector.h"
 #include "core/config.h"
+#include "transports/ucx/ucx_version.h"
 #include "core/datatype.h"
 #include "core/reducer.h"
 #include "core/reduce_kernels.h"
@@ -90,6 +91,17 @@ TEST(Config, DeviceRuntimeIsOneOfThree) {
       EXPECT_NE(st.message().find("FAIRWAY_DEVICE_RUNTIME=" + std::string(text)), std::string::npos);
     }
   }
+}
+
+TEST(UcxVersion, SameMajorAndMinorOnly) {
+  UcxVersion built{1, 13, 0, "/usr/lib/x86_64-linux-gnu"};
+  EXPECT_TRUE(checkUcxVersion(built, UcxVersion{1, 13, 1, "/usr/lib/x86_64-linux-gnu/libucp.so.0"}).isOk());
+  Status st = checkUcxVersion(built, UcxVersion{1, 22, 0, "/opt/ucx/lib/libucp.so.0"});
+  EXPECT_EQ(st.code(), fwSystemError);
+  for (const char* part : {"UCX 1.22.0 (/opt/ucx/lib/libucp.so.0)", "built against UCX 1.13 (/usr/lib/x86_64-linux-gnu)"}) {
+    EXPECT_NE(st.message().find(part), std::string::npos) << st.message();
+  }
+  EXPECT_FALSE(checkUcxVersion(built, UcxVersion{2, 13, 0, "x"}).isOk());
 }
 
 TEST(Reducer, IntegerOpsAndAverage) {

@@ -4,6 +4,7 @@
 // each other's tags. UCX picks the wires (shared memory, cma, tcp, verbs)
 // unless UCX_TLS says otherwise. Requests live in UCX's own request pool
 // (request_size below), so the steady state allocates nothing.
+#include <dlfcn.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 
 #include "core/log.h"
 #include "transports/transport.h"
+#include "transports/ucx/ucx_version.h"
 
 namespace fairway {
 namespace {
@@ -322,7 +324,29 @@ class UcxTransport final : public Transport {
   std::atomic<int> failedPeer_{-1};
 };
 
+// The libucp this process loaded against the headers the plugin was built
+// with; checked once, and logged at INFO with the library's path.
+Status checkLoadedUcx() {
+  static const Status verdict = [] {
+    UcxVersion built{UCP_API_MAJOR, UCP_API_MINOR, 0, FAIRWAY_UCX_LIBRARY_DIR};
+    UcxVersion loaded;
+    ucp_get_version(&loaded.major, &loaded.minor, &loaded.release);
+    Dl_info info{};
+    loaded.where = dladdr(reinterpret_cast<void*>(&ucp_get_version), &info) != 0 && info.dli_fname != nullptr
+                       ? info.dli_fname
+                       : "path unknown";
+    Status st = checkUcxVersion(built, loaded);
+    if (st.isOk()) {
+      FW_LOG(Info, Transport, "ucx: UCX %u.%u.%u from %s", loaded.major, loaded.minor, loaded.release,
+             loaded.where.c_str());
+    }
+    return st;
+  }();
+  return verdict;
+}
+
 Status createUcxTransport(const TransportInitArgs& args, std::unique_ptr<Transport>* out) {
+  FW_RETURN_IF_ERROR(checkLoadedUcx());
   auto transport = std::make_unique<UcxTransport>(args);
   FW_RETURN_IF_ERROR(transport->init());
   *out = std::move(transport);
