@@ -47,9 +47,12 @@ void printTopology(const HwTopology& t) {
 
 void printTransports(const LocalMachine& m, bool ucxReachesCuda) {
   std::printf("# Transports\n");
-  std::printf("  %-13s available (host memory%s)\n", "ucx", ucxReachesCuda ? ", CUDA memory" : "");
-  std::printf("  %-13s %s\n", "cuda runtime", m.cudaDevice.ok ? "available" : ("unavailable: " + m.cudaDevice.reason).c_str());
-  std::printf("  %-13s %s\n", "nccl", m.ncclAvailable.ok ? "available" : ("unavailable: " + m.ncclAvailable.reason).c_str());
+  std::printf("  %-14s available (host memory%s)\n", "ucx", ucxReachesCuda ? ", CUDA memory" : "");
+  std::printf("  %-14s %s\n", "device runtime",
+              m.cudaDevice.ok ? ("available; staged calls release their stream through " +
+                                 std::string(m.device->streamWaitMethod())).c_str()
+                              : ("unavailable: " + m.cudaDevice.reason).c_str());
+  std::printf("  %-14s %s\n", "nccl", m.ncclAvailable.ok ? "available" : ("unavailable: " + m.ncclAvailable.reason).c_str());
 }
 
 // This rank's line, gathered to rank 0.
@@ -133,6 +136,12 @@ void printAlgorithms(const Communicator& comm) {
                 "  bitwise reductions, alltoall(v), gather, scatter: UCX, staged through pinned host memory\n");
   } else {
     std::printf("  every collective: the host algorithms above over %s\n", devicePathName(plan.deviceCollectives));
+  }
+  if (plan.deviceCollectives != DevicePath::None) {
+    const size_t slice = comm.config().pipeline.stagingSliceBytes;
+    std::printf("  staging per communicator: 2 x %zu KiB pinned for allreduce, broadcast and reduce "
+                "(FAIRWAY_STAGING_SLICE_BYTES); other collectives stage whole buffers, kept for reuse\n",
+                slice / 1024);
   }
 }
 

@@ -47,7 +47,7 @@ expect fail 'FAIRWAY_INTRA_TRANSPORT=nccl cannot be honoured for the intra-node 
   "a forced NCCL that cannot run fails at creation" -- env FAIRWAY_PLUGIN_PATH="$ucx_only" FAIRWAY_INTRA_TRANSPORT=nccl "$info"
 expect fail 'FAIRWAY_TRANSPORT=nccl cannot be honoured' "FAIRWAY_TRANSPORT=nccl likewise" -- \
   env FAIRWAY_PLUGIN_PATH="$ucx_only" FAIRWAY_TRANSPORT=nccl "$info"
-expect 0 'cuda runtime  unavailable: libfairway-device-cuda.so could not be loaded' \
+expect 0 'device runtime unavailable: libfairway-device-cuda.so could not be loaded' \
   "a missing plugin is reported with its reason" -- env FAIRWAY_PLUGIN_PATH="$ucx_only" "$info"
 expect fail 'FAIRWAY_INTER_TRANSPORT=carrier-pigeon is not one of auto\|ucx\|nccl' "a bad transport name is named" -- \
   env FAIRWAY_INTER_TRANSPORT=carrier-pigeon "$info"
