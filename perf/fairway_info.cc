@@ -139,9 +139,9 @@ void printAlgorithms(const Communicator& comm) {
   }
   if (plan.deviceCollectives != DevicePath::None) {
     const size_t slice = comm.config().pipeline.stagingSliceBytes;
-    std::printf("  staging per communicator: 2 x %zu KiB pinned for allreduce, broadcast and reduce "
-                "(FAIRWAY_STAGING_SLICE_BYTES); other collectives stage whole buffers, kept for reuse\n",
-                slice / 1024);
+    std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives and 2 x %zu KiB for\n"
+                "  those with a block per rank (FAIRWAY_STAGING_SLICE_BYTES); all-to-all-v stages whole buffers\n",
+                slice / 1024, slice / 1024);
   }
 }
 

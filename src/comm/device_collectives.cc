@@ -250,10 +250,80 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, uint32_t fi
   return device_.synchronize(copyStream_, timeoutMs_);
 }
 
-// Collectives whose blocks are not elementwise move whole. In-place forms
-// (one buffer inside the other) are staged as one host range, so the host
-// call is in place too; all-to-all-v's receive buffer is loaded first so
-// the gaps between its blocks come back unchanged.
+// Where a slice's pieces sit in the caller's buffers, in elements: for the
+// collectives whose buffers hold one block per rank, slice [from, from+len)
+// of every block on the side that has n blocks, and of the one block on the
+// other side. Rooted collectives have no pieces on the side a non-root
+// rank does not hold.
+struct SlicePieces {
+  std::vector<size_t> in, out;
+};
+
+SlicePieces piecesOf(const CollectiveArgs& a, int rank, int n, size_t from) {
+  SlicePieces p;
+  std::vector<size_t> everyBlock(n);
+  for (int r = 0; r < n; ++r) everyBlock[r] = static_cast<size_t>(r) * a.count + from;
+  const bool root = rank == a.root;
+  switch (a.kind) {
+    case CollectiveKind::AllGather: p.in = {from}; p.out = everyBlock; break;
+    case CollectiveKind::ReduceScatter: p.in = everyBlock; p.out = {from}; break;
+    case CollectiveKind::AllToAll: p.in = everyBlock; p.out = everyBlock; break;
+    case CollectiveKind::Gather: p.in = {from}; if (root) p.out = everyBlock; break;
+    case CollectiveKind::Scatter: if (root) p.in = everyBlock; p.out = {from}; break;
+    default: break;
+  }
+  return p;
+}
+
+size_t DeviceCollectives::blockSliceElements(const CollectiveArgs& a) const {
+  // n pieces of a slice fit the staging budget; the same on every rank.
+  const size_t perElement = static_cast<size_t>(comm_.size()) * datatypeSize(a.datatype);
+  return std::max<size_t>(1, comm_.config().pipeline.stagingSliceBytes / perElement);
+}
+
+// Collectives with a block per rank move in slices of every block: the
+// slice's pieces are packed into one pinned buffer, the host runs the same
+// collective on `len` elements, and the result is unpacked. A slice's
+// copies in finish before its host call and before the next slice's pack
+// (one copy stream), so the two pinned buffers never exceed
+// FAIRWAY_STAGING_SLICE_BYTES each. In place works slice by slice: a
+// slice is packed whole before any of it is written back.
+Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, uint32_t firstSequence) {
+  const size_t es = datatypeSize(a.datatype);
+  const int n = comm_.size();
+  const size_t sliceLength = blockSliceElements(a);
+  const size_t slices = (a.count + sliceLength - 1) / sliceLength;
+  FW_RETURN_IF_ERROR(ensureStagingResources());
+  const size_t most = static_cast<size_t>(n) * std::min(a.count, sliceLength) * es;
+  FW_RETURN_IF_ERROR(whole_[0].reserve(most));
+  FW_RETURN_IF_ERROR(whole_[1].reserve(most));
+  for (size_t s = 0; s < slices; ++s) {
+    const size_t from = s * sliceLength, len = std::min(sliceLength, a.count - from);
+    const SlicePieces pieces = piecesOf(a, comm_.rank(), n, from);
+    for (size_t i = 0; i < pieces.in.size(); ++i) {
+      FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data() + i * len * es,
+                                           static_cast<const char*>(a.send) + pieces.in[i] * es, len * es,
+                                           copyStream_));
+    }
+    FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));  // packed, and the last slice unpacked
+    CollectiveArgs slice = a;
+    slice.count = len;
+    slice.send = pieces.in.empty() ? nullptr : whole_[0].data();
+    slice.recv = pieces.out.empty() ? nullptr : whole_[1].data();
+    FW_RETURN_IF_ERROR(comm_.runReserved(slice, firstSequence + static_cast<uint32_t>(s)));
+    for (size_t i = 0; i < pieces.out.size(); ++i) {
+      FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + pieces.out[i] * es,
+                                           whole_[1].data() + i * len * es, len * es, copyStream_));
+    }
+  }
+  return device_.synchronize(copyStream_, timeoutMs_);
+}
+
+// All-to-all-v's blocks differ in length from rank to rank, so no slice
+// count is known to all ranks: it moves whole (and a barrier has no data). In-place forms (one buffer
+// inside the other) are staged as one host range, so the host call is in
+// place too; the receive buffer is loaded first so the gaps between its
+// blocks come back unchanged.
 Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, uint32_t firstSequence) {
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(a, comm_.rank(), comm_.size(), &sendBytes, &recvBytes);
@@ -293,7 +363,12 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
     const auto slices = static_cast<uint32_t>((a.count + sliceCount - 1) / sliceCount);
     return enqueueOnWorker(stream, slices, [this, a](uint32_t first) { return runStagedInSlices(a, first); });
   }
-  return enqueueOnWorker(stream, 1, [this, a](uint32_t first) { return runStagedWhole(a, first); });
+  if (a.kind == CollectiveKind::AllToAllv || a.kind == CollectiveKind::Barrier) {
+    return enqueueOnWorker(stream, 1, [this, a](uint32_t first) { return runStagedWhole(a, first); });
+  }
+  const size_t sliceLength = blockSliceElements(a);
+  const auto slices = static_cast<uint32_t>((a.count + sliceLength - 1) / sliceLength);
+  return enqueueOnWorker(stream, slices, [this, a](uint32_t first) { return runStagedBlocks(a, first); });
 }
 
 Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, uint64_t number) {

@@ -57,6 +57,8 @@ class DeviceCollectives {
   size_t stagedSliceElements(const CollectiveArgs& args) const;
   // The staged bodies, run on the worker once the stream reached the call.
   Status runStagedInSlices(const CollectiveArgs& args, uint32_t firstSequence);
+  size_t blockSliceElements(const CollectiveArgs& args) const;
+  Status runStagedBlocks(const CollectiveArgs& args, uint32_t firstSequence);
   Status runStagedWhole(const CollectiveArgs& args, uint32_t firstSequence);
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
   Status stagedRecv(void* buf, size_t bytes, int peer, uint64_t number);
@@ -78,7 +80,7 @@ class DeviceCollectives {
   void* copyStream_ = nullptr;
   void* sliceReady_[2] = {nullptr, nullptr};
   StagingBuffer slices_[2];
-  StagingBuffer whole_[2];  // send and receive sides of an unsliced collective
+  StagingBuffer whole_[2];  // send and receive sides of a block-sliced or whole collective
   DeviceTwoPhase twoPhase_;  // device collectives across nodes, NCCL inside each
 };
 

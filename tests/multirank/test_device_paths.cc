@@ -122,6 +122,10 @@ TEST(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
     RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
     RANK_CHECK(ctx, seen.first == 3.0f && seen.last == 3.0f,
                "work after the call saw " + std::to_string(seen.first) + ", " + std::to_string(seen.last) + ", not 3");
+    // A barrier with a stream takes the device path too: it runs once
+    // every rank's stream reaches it.
+    RANK_CHECK(ctx, fwBarrier(comm, stream) == fwSuccess, "fwBarrier on a stream");
+    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the barrier did not finish");
     emulatedDevice()->destroyStream(stream);
     RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "fwCommDestroy");
     return failures;
