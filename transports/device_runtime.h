@@ -22,6 +22,9 @@ class DeviceRuntime {
   virtual ~DeviceRuntime() = default;
 
   virtual int deviceCount() const = 0;
+  // Whether its device memory is CUDA memory (NCCL can reach it); the
+  // host-emulated runtime of the tests says no.
+  virtual bool memoryIsCuda() const = 0;
   // The calling thread's current device and its PCI bus id ("0000:17:00.0").
   virtual Status currentDevice(int* ordinal, std::string* pciBusId) = 0;
   virtual Status setDevice(int ordinal) = 0;

@@ -20,6 +20,8 @@ bool elementwise(CollectiveKind kind) {
   return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
 }
 
+size_t slicesOf(size_t count, size_t sliceLength) { return (count + sliceLength - 1) / sliceLength; }
+
 bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
@@ -215,10 +217,9 @@ size_t DeviceCollectives::stagedSliceElements(const CollectiveArgs& a) const {
 // slice s-2 is copied back; one copy stream keeps the copies in order, so a
 // host buffer is refilled only after its previous slice has left it. Each
 // slice is one host collective, numbered first + s.
-Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, uint32_t firstSequence) {
+Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, size_t sliceCount, uint32_t firstSequence) {
   const size_t es = datatypeSize(a.datatype);
-  const size_t sliceCount = stagedSliceElements(a);
-  const size_t slices = (a.count + sliceCount - 1) / sliceCount;
+  const size_t slices = slicesOf(a.count, sliceCount);
   const bool root = comm_.rank() == a.root;
   const bool hasInput = a.kind != CollectiveKind::Broadcast || root;
   const bool hasOutput = a.kind != CollectiveKind::Reduce || root;
@@ -288,11 +289,10 @@ size_t DeviceCollectives::blockSliceElements(const CollectiveArgs& a) const {
 // (one copy stream), so the two pinned buffers never exceed
 // FAIRWAY_STAGING_SLICE_BYTES each. In place works slice by slice: a
 // slice is packed whole before any of it is written back.
-Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, uint32_t firstSequence) {
+Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, size_t sliceLength, uint32_t firstSequence) {
   const size_t es = datatypeSize(a.datatype);
   const int n = comm_.size();
-  const size_t sliceLength = blockSliceElements(a);
-  const size_t slices = (a.count + sliceLength - 1) / sliceLength;
+  const size_t slices = slicesOf(a.count, sliceLength);
   FW_RETURN_IF_ERROR(ensureStagingResources());
   const size_t most = static_cast<size_t>(n) * std::min(a.count, sliceLength) * es;
   FW_RETURN_IF_ERROR(whole_[0].reserve(most));
@@ -358,17 +358,16 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (nativeHandles(a)) return runNative(a, stream);
   if (twoPhase_.handles(a)) return twoPhase_.run(a, stream);
-  if (elementwise(a.kind)) {
-    const size_t sliceCount = stagedSliceElements(a);
-    const auto slices = static_cast<uint32_t>((a.count + sliceCount - 1) / sliceCount);
-    return enqueueOnWorker(stream, slices, [this, a](uint32_t first) { return runStagedInSlices(a, first); });
-  }
   if (a.kind == CollectiveKind::AllToAllv || a.kind == CollectiveKind::Barrier) {
     return enqueueOnWorker(stream, 1, [this, a](uint32_t first) { return runStagedWhole(a, first); });
   }
-  const size_t sliceLength = blockSliceElements(a);
-  const auto slices = static_cast<uint32_t>((a.count + sliceLength - 1) / sliceLength);
-  return enqueueOnWorker(stream, slices, [this, a](uint32_t first) { return runStagedBlocks(a, first); });
+  // One host collective per slice: the numbers are reserved now, in call order.
+  const bool sliced = elementwise(a.kind);
+  const size_t sliceLength = sliced ? stagedSliceElements(a) : blockSliceElements(a);
+  const auto slices = static_cast<uint32_t>(slicesOf(a.count, sliceLength));
+  return enqueueOnWorker(stream, slices, [this, a, sliced, sliceLength](uint32_t first) {
+    return sliced ? runStagedInSlices(a, sliceLength, first) : runStagedBlocks(a, sliceLength, first);
+  });
 }
 
 Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, uint64_t number) {

@@ -56,9 +56,9 @@ class DeviceCollectives {
   void releaseEvent(void* event);
   size_t stagedSliceElements(const CollectiveArgs& args) const;
   // The staged bodies, run on the worker once the stream reached the call.
-  Status runStagedInSlices(const CollectiveArgs& args, uint32_t firstSequence);
+  Status runStagedInSlices(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
   size_t blockSliceElements(const CollectiveArgs& args) const;
-  Status runStagedBlocks(const CollectiveArgs& args, uint32_t firstSequence);
+  Status runStagedBlocks(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
   Status runStagedWhole(const CollectiveArgs& args, uint32_t firstSequence);
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
   Status stagedRecv(void* buf, size_t bytes, int peer, uint64_t number);

@@ -19,13 +19,18 @@ Status loadMachine(const Config& config, LocalMachine* m) {
   Status device = createDeviceRuntime(config.deviceRuntime, config.pluginPath, &m->device);
   m->cudaDevice = device.isOk() ? Availability::yes() : Availability::no(device.message());
 
-  // Without a GPU, NCCL (a large library) is not even loaded; nor under
-  // the host-emulated runtime, whose "device" memory NCCL cannot reach.
+  // Without a GPU, NCCL (a large library) is not even loaded; nor with a
+  // runtime whose device memory is not CUDA memory (the tests' emulation).
   const TransportPlugin* plugin = nullptr;
-  Status nccl = !m->cudaDevice.ok ? Status(fwNotAvailable, m->cudaDevice.reason)
-                : config.deviceRuntime == "host-emulated"
-                    ? Status(fwNotAvailable, "NCCL needs CUDA memory, and FAIRWAY_DEVICE_RUNTIME=host-emulated has none")
-                    : loadTransportPlugin("nccl", config.pluginPath, &plugin);
+  Status nccl;
+  if (!m->cudaDevice.ok) {
+    nccl = Status(fwNotAvailable, m->cudaDevice.reason);
+  } else if (!m->device->memoryIsCuda()) {
+    nccl = Status(fwNotAvailable, "NCCL needs CUDA memory, and FAIRWAY_DEVICE_RUNTIME=" + config.deviceRuntime +
+                                      " has none");
+  } else {
+    nccl = loadTransportPlugin("nccl", config.pluginPath, &plugin);
+  }
   if (nccl.isOk() && plugin->native == nullptr) nccl = Status(fwNotAvailable, "the nccl plugin has no collectives");
   if (nccl.isOk()) nccl = plugin->native->available();
   if (nccl.isOk()) m->nccl = plugin->native;

@@ -57,6 +57,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   explicit CudaDeviceRuntime(int devices) : devices_(devices) {}
 
   int deviceCount() const override { return devices_; }
+  bool memoryIsCuda() const override { return true; }
 
   Status currentDevice(int* ordinal, std::string* pciBusId) override {
     cudaError_t e = cudaGetDevice(ordinal);

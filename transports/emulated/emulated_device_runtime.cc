@@ -188,6 +188,7 @@ Status timedOut(const char* what, int64_t timeoutMs) {
 class EmulatedDeviceRuntime final : public DeviceRuntime {
  public:
   int deviceCount() const override { return 1; }
+  bool memoryIsCuda() const override { return false; }
 
   // One device per process, named after it, so ranks on one host look like
   // ranks with a GPU each.
