@@ -45,9 +45,10 @@ void printTopology(const HwTopology& t) {
   }
 }
 
-void printTransports(const LocalMachine& m, bool ucxReachesCuda) {
+void printTransports(const LocalMachine& m, bool ucxReachesDevice) {
   std::printf("# Transports\n");
-  std::printf("  %-14s available (host memory%s)\n", "ucx", ucxReachesCuda ? ", CUDA memory" : "");
+  std::printf("  %-14s available (host memory%s)\n", "ucx",
+              ucxReachesDevice ? (m.device->memoryIsCuda() ? ", CUDA memory" : ", the emulated device's memory") : "");
   std::printf("  %-14s %s\n", "device runtime",
               m.cudaDevice.ok ? ("available; staged calls release their stream through " +
                                  std::string(m.device->streamWaitMethod())).c_str()
@@ -133,14 +134,20 @@ void printAlgorithms(const Communicator& comm) {
     std::printf("  none: every buffer is host memory here\n");
   } else if (plan.deviceCollectives == DevicePath::Nccl) {
     std::printf("  allreduce, reducescatter, allgather, broadcast, reduce, send/recv: NCCL on the caller's stream\n"
-                "  bitwise reductions, alltoall(v), gather, scatter: UCX, staged through pinned host memory\n");
+                "  bitwise reductions, alltoall(v), gather, scatter: the host algorithms above over %s\n",
+                devicePathName(plan.deviceOverUcx));
   } else {
     std::printf("  every collective: the host algorithms above over %s\n", devicePathName(plan.deviceCollectives));
   }
-  if (plan.deviceCollectives != DevicePath::None) {
+  if (plan.deviceOverUcx == DevicePath::Ucx) {
+    std::printf("  UCX on device memory: the algorithms' copies and reductions run on the device; their scratch\n"
+                "  is device memory, grown to what the largest call needed (as host scratch is)\n");
+  }
+  if (plan.deviceOverUcx == DevicePath::UcxStaged) {
     const size_t slice = comm.config().pipeline.stagingSliceBytes;
-    std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives and 2 x %zu KiB for\n"
-                "  those with a block per rank (FAIRWAY_STAGING_SLICE_BYTES); all-to-all-v stages whole buffers\n",
+    std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives and messages, and\n"
+                "  2 x %zu KiB for those with a block per rank (FAIRWAY_STAGING_SLICE_BYTES); all-to-all-v stages\n"
+                "  whole buffers\n",
                 slice / 1024, slice / 1024);
   }
 }
@@ -184,7 +191,7 @@ int main(int argc, char** argv) {
     LocalMachine& machine = comm->machine();
     std::printf("# Fairway %d.%d.%d, %d ranks\n", FAIRWAY_MAJOR, FAIRWAY_MINOR, FAIRWAY_PATCH, comm->size());
     printTopology(machine.topology);
-    printTransports(machine, comm->plan().ucxReachesCudaMemory);
+    printTransports(machine, comm->plan().ucxReachesDeviceMemory);
     std::printf("# Ranks\n");
     for (int r = 0; r < comm->size(); ++r) std::printf("%s\n", all.data() + r * kRecordBytes);
     printGroups(comm->layout());

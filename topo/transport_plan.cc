@@ -17,8 +17,16 @@ Level levelOf(const char* name, const std::string& specific, const char* specifi
   return Level{name, all, "FAIRWAY_TRANSPORT"};
 }
 
+// Direct where UCX reaches device memory, unless FAIRWAY_UCX_DEVICE_MEMORY
+// says staged (checked to be possible in make()).
 DevicePath ucxPath(const PlanInputs& in) {
-  return in.ucxReachesCudaMemory ? DevicePath::Ucx : DevicePath::UcxStaged;
+  if (in.ucxDeviceMemory == "staged") return DevicePath::UcxStaged;
+  return in.ucxReachesDeviceMemory ? DevicePath::Ucx : DevicePath::UcxStaged;
+}
+
+std::string stagingReason(const PlanInputs& in) {
+  if (in.ucxDeviceMemory == "staged") return "; FAIRWAY_UCX_DEVICE_MEMORY=staged: staged through pinned host memory";
+  return "; this UCX has no CUDA memory support, so buffers are staged through pinned host memory";
 }
 
 // Why NCCL cannot serve this communicator, or empty.
@@ -48,8 +56,8 @@ Status chooseDevicePath(const PlanInputs& in, const Level& level, bool ncclByDef
   std::string why = level.forced == "ucx" ? level.variable + "=ucx"
                                           : (ncclByDefault ? "NCCL is not usable: " + refusal
                                                            : std::string("UCX serves this level by default"));
-  if (*out == DevicePath::UcxStaged) why += "; this UCX has no CUDA memory support, so buffers are staged through "
-                                            "pinned host memory";
+  if (*out == DevicePath::UcxStaged) why += stagingReason(in);
+  if (*out == DevicePath::Ucx) why += "; UCX reaches device memory, so buffers go to it directly";
   // Falling back means NCCL was the default choice and cannot run.
   const bool fallback = level.forced == "auto" && ncclByDefault;
   plan->reasons.push_back({fallback, std::string(level.name) + " device buffers: " + devicePathName(*out) + " (" +
@@ -71,7 +79,7 @@ const char* devicePathName(DevicePath path) {
 
 Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
   TransportPlan plan;
-  plan.ucxReachesCudaMemory = in.ucxReachesCudaMemory;
+  plan.ucxReachesDeviceMemory = in.ucxReachesDeviceMemory;
   const Level intra = levelOf("intra-node", in.forceIntra, "FAIRWAY_INTRA_TRANSPORT", in.forceAll);
   const Level inter = levelOf("inter-node", in.forceInter, "FAIRWAY_INTER_TRANSPORT", in.forceAll);
   const std::vector<const Level*> levels =
@@ -95,6 +103,12 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
     return Status::ok();
   }
 
+  if (in.ucxDeviceMemory == "direct" && !in.ucxReachesDeviceMemory) {
+    return Status(fwInvalidUsage, "FAIRWAY_UCX_DEVICE_MEMORY=direct cannot be honoured: UCX does not report CUDA "
+                                  "memory support on every rank (build against a CUDA-aware UCX, e.g. "
+                                  "FAIRWAY_UCX_CMAKE_DIR)");
+  }
+  plan.deviceOverUcx = ucxPath(in);
   FW_RETURN_IF_ERROR(chooseDevicePath(in, intra, /*ncclByDefault=*/true, &plan, &plan.intraDevice));
   // Between nodes UCX is the default; NCCL only when asked for.
   if (in.nodeCount > 1) {
@@ -131,6 +145,9 @@ std::string TransportPlan::describe() const {
   text += ", collectives on ";
   text += devicePathName(deviceCollectives);
   if (deviceTwoPhase) text += " (allreduce, reduce-scatter, allgather: two-phase, nccl inside nodes)";
+  if (deviceOverUcx != DevicePath::None && deviceCollectives == DevicePath::Nccl) {
+    text += std::string("; what NCCL cannot run: ") + devicePathName(deviceOverUcx);
+  }
   return text;
 }
 

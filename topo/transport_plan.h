@@ -27,7 +27,10 @@ struct PlanInputs {
   int nodeCount = 1;
   Availability cudaDevice;          // device runtime plugin loaded and a GPU visible
   Availability nccl;                // NCCL plugin loaded and NCCL usable
-  bool ucxReachesCudaMemory = false;
+  // UCX on every rank reaches device memory: CUDA memory for a CUDA-aware
+  // UCX, the host memory of the host-emulated runtime for any UCX.
+  bool ucxReachesDeviceMemory = false;
+  std::string ucxDeviceMemory = "auto";  // FAIRWAY_UCX_DEVICE_MEMORY: auto|direct|staged
   // Ranks of one node that drive the same GPU, which NCCL refuses; empty if none.
   std::string sharedGpu;
 };
@@ -56,7 +59,10 @@ struct TransportPlan {
   // nodes run two-phase: NCCL inside each node, interDevice between nodes
   // (on uniform layouts; deviceCollectives otherwise).
   bool deviceTwoPhase = false;
-  bool ucxReachesCudaMemory = false;
+  // How device buffers cross UCX wherever UCX carries them (collectives
+  // NCCL has no form of included): Ucx (directly) or UcxStaged.
+  DevicePath deviceOverUcx = DevicePath::None;
+  bool ucxReachesDeviceMemory = false;
   std::vector<PlanReason> reasons;  // one line per decision that needs explaining
 
   // Fails (fwInvalidUsage) when a forced transport cannot work here.

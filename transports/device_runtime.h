@@ -11,11 +11,12 @@
 #include <string>
 
 #include "core/status.h"
+#include "fairway/fairway.h"
 #include "transports/transport.h"
 
 namespace fairway {
 
-constexpr int kDeviceRuntimeAbiVersion = 3;
+constexpr int kDeviceRuntimeAbiVersion = 4;
 
 class DeviceRuntime {
  public:
@@ -39,6 +40,16 @@ class DeviceRuntime {
   virtual void freeDevice(void* pointer) = 0;
   // Stream-ordered copy between any two pointers.
   virtual Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  // Stream-ordered reductions on device memory, for algorithms that run on
+  // device buffers (UCX reaching device memory): dst[i] = a[i] op b[i]
+  // (dst may be a or b; avg combines as a sum), and the division of avg.
+  // Results are those of the host's loops (core/reduce_kernels.inc), bit for
+  // bit but for NaN payloads (a GPU's arithmetic gives its canonical NaN):
+  // integers wrap, 16-bit floats are computed in float32 and rounded to
+  // nearest even, max/min keep a when neither compares greater.
+  virtual Status combineAsync(void* dst, const void* a, const void* b, size_t count, fwDataType_t datatype,
+                              fwRedOp_t op, void* stream) = 0;
+  virtual Status divideAsync(void* buf, size_t count, fwDataType_t datatype, int divisor, void* stream) = 0;
   // Waits until everything enqueued on stream has run, and everything the
   // stream itself waits for (the legacy default stream's work, for a
   // blocking stream), or fails with fwTimeout after timeoutMs (work stuck

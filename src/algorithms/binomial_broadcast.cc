@@ -15,7 +15,7 @@ Status binomialBroadcast(CollectiveContext& ctx, void* buf, size_t count, int ro
   const bool isRoot = tree.vrank == 0;
   const int window = ctx.pipelineDepth();
   // One pending receive per window slot, one pending send per child per segment.
-  Pending* recvs = ctx.scratch().pendings(window + segments * children);
+  Pending* recvs = ctx.pendings(window + segments * children);
   Pending* sends = recvs + window;
 
   size_t posted = 0;

@@ -15,8 +15,8 @@ Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size
   const Reducer& reducer = ctx.reducer();
   const bool isRoot = tree.vrank == 0;
   if (ctx.size() == 1) {
-    if (recv != send) copyBytes(recv, send, count * ctx.elementSize());
-    reducer.finalize(recv, count);
+    FW_RETURN_IF_ERROR(ctx.copy(recv, send, count));
+    FW_RETURN_IF_ERROR(ctx.finalize(reducer, recv, count));
     return Status::ok();
   }
   if (count == 0) return Status::ok();
@@ -30,11 +30,11 @@ Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size
   // ranks, the running partial result (the root uses recv for it).
   const size_t slotsBytes = window * children * slotBytes;
   const bool needsPartial = !isRoot && children > 0;
-  char* scratch = static_cast<char*>(ctx.scratch().bytes(slotsBytes + (needsPartial ? count * ctx.elementSize() : 0)));
+  char* scratch = ctx.scratchBytes(slotsBytes + (needsPartial ? count * ctx.elementSize() : 0));
   char* partial = isRoot ? static_cast<char*>(recv) : (needsPartial ? scratch + slotsBytes : nullptr);
   auto slot = [&](int child, size_t j) { return scratch + ((j % window) * children + child) * slotBytes; };
 
-  Pending* recvs = ctx.scratch().pendings(window * children + segments);
+  Pending* recvs = ctx.pendings(window * children + segments);
   Pending* sends = recvs + window * children;
   int childRanks[32];  // a binomial tree node has at most log2(n) <= 31 children
   int found = 0;
@@ -58,14 +58,14 @@ Status binomialReduce(CollectiveContext& ctx, const void* send, void* recv, size
     for (int c = 0; c < children; ++c) {
       FW_RETURN_IF_ERROR(ctx.wait(&recvs[(j % window) * children + c]));
       char* dst = ctx.at(partial, seg.offset(j));
-      reducer.combine(dst, result, slot(c, j), len);
+      FW_RETURN_IF_ERROR(ctx.combine(reducer, dst, result, slot(c, j), len));
       result = dst;
     }
     if (posted < segments) FW_RETURN_IF_ERROR(postNext());
     if (isRoot) {
       char* dst = ctx.at(recv, seg.offset(j));
-      if (result != dst) copyBytes(dst, result, len * ctx.elementSize());
-      reducer.finalize(dst, len);
+      FW_RETURN_IF_ERROR(ctx.copy(dst, result, len));
+      FW_RETURN_IF_ERROR(ctx.finalize(reducer, dst, len));
     } else {
       FW_RETURN_IF_ERROR(ctx.send(tree.parent(), result, len, static_cast<uint32_t>(j), &sends[j]));
     }

@@ -12,8 +12,8 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t blockBytes = sendcount * ctx.elementSize();
-  char* rotated = static_cast<char*>(ctx.scratch().bytes(blockBytes * n));
-  copyBytes(rotated, send, blockBytes);
+  char* rotated = ctx.scratchBytes(blockBytes * n);
+  FW_RETURN_IF_ERROR(ctx.copy(rotated, send, sendcount));
   uint32_t step = 0;
   for (int have = 1; have < n; have *= 2, ++step) {
     int blocks = std::min(have, n - have);
@@ -22,7 +22,7 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
   }
   // rotated[i] is rank (r + i)'s block.
   for (int i = 0; i < n; ++i) {
-    copyBytes(static_cast<char*>(recv) + ((r + i) % n) * blockBytes, rotated + i * blockBytes, blockBytes);
+    FW_RETURN_IF_ERROR(ctx.copy(static_cast<char*>(recv) + ((r + i) % n) * blockBytes, rotated + i * blockBytes, sendcount));
   }
   return Status::ok();
 }

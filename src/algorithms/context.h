@@ -1,12 +1,15 @@
 // What an algorithm works with: a group of ranks (the communicator, or a
 // subset of it), tagged sends and receives to group members, bounded waits,
-// the reduction, and reusable scratch memory. Algorithms see nothing else.
+// the reduction, and the data space: copies, combinations and scratch in
+// the memory the buffers live in (host, or device memory UCX reaches).
+// Algorithms see nothing else, so each is written once for both memories.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "algorithms/chunk_layout.h"
+#include "algorithms/data_space.h"
 #include "algorithms/pipeline_settings.h"
 #include "comm/messenger.h"
 #include "comm/scratch.h"
@@ -20,9 +23,10 @@ class CollectiveContext {
  public:
   // groupRanks maps group index to communicator rank; empty means the whole
   // communicator in rank order.
-  CollectiveContext(Messenger& messenger, Scratch& scratch, const std::vector<int>& groupRanks, uint32_t sequence,
-                    uint8_t signature, size_t elementSize, const Reducer* reducer, PipelineSettings pipeline)
-      : messenger_(messenger), scratch_(scratch), groupRanks_(groupRanks), sequence_(sequence),
+  CollectiveContext(Messenger& messenger, Scratch& scratch, DataSpace& space, const std::vector<int>& groupRanks,
+                    uint32_t sequence, uint8_t signature, size_t elementSize, const Reducer* reducer,
+                    PipelineSettings pipeline)
+      : messenger_(messenger), scratch_(scratch), space_(space), groupRanks_(groupRanks), sequence_(sequence),
         signature_(signature), elementSize_(elementSize), reducer_(reducer), pipeline_(pipeline) {
     if (groupRanks_.empty()) {
       rank_ = messenger.rank();
@@ -37,7 +41,8 @@ class CollectiveContext {
   // as communicator ranks, which must outlive the result) with its own
   // reducer: how composite algorithms run their phases.
   CollectiveContext over(const std::vector<int>& groupRanks, const Reducer* reducer) const {
-    return CollectiveContext(messenger_, scratch_, groupRanks, sequence_, signature_, elementSize_, reducer, pipeline_);
+    return CollectiveContext(messenger_, scratch_, space_, groupRanks, sequence_, signature_, elementSize_, reducer,
+                             pipeline_);
   }
   // Which node each rank sits on, when this context is a whole communicator.
   const RankLayout* layout() const { return layout_; }
@@ -47,7 +52,26 @@ class CollectiveContext {
   int size() const { return size_; }
   size_t elementSize() const { return elementSize_; }
   const Reducer& reducer() const { return *reducer_; }
-  Scratch& scratch() { return scratch_; }
+
+  // count Pending slots, all marked done, valid until the next call; the
+  // outer ones stay valid while the algorithms a composite one runs use
+  // pendings().
+  Pending* pendings(size_t count) { return scratch_.pendings(count); }
+  Pending* outerPendings(size_t count) { return scratch_.outerPendings(count); }
+
+  // Data in the buffers' memory, counted in elements of this collective.
+  bool onDevice() const { return space_.onDevice(); }
+  Status copy(void* dst, const void* src, size_t elems) { return space_.copy(dst, src, elems * elementSize_); }
+  Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t elems) {
+    return space_.combine(reducer, dst, a, b, elems);
+  }
+  Status finalize(const Reducer& reducer, void* buf, size_t elems) { return space_.finalize(reducer, buf, elems); }
+  // Scratch in the buffers' memory: the algorithm's own; the collective
+  // layer's staging (which it hands to an algorithm); a composite
+  // algorithm's, valid while the algorithms it runs use scratchBytes().
+  char* scratchBytes(size_t bytes) { return space_.scratch(ScratchRegion::Algorithm, bytes); }
+  char* stagingBytes(size_t bytes) { return space_.scratch(ScratchRegion::Staging, bytes); }
+  char* outerBytes(size_t bytes) { return space_.scratch(ScratchRegion::Outer, bytes); }
   // Pipeline segment in elements (at least one).
   Segments segments() const {
     size_t elems = pipeline_.segmentBytes / elementSize_;
@@ -71,7 +95,7 @@ class CollectiveContext {
   // Sends sendElems to `to` while receiving recvElems from `from`; waits for both.
   Status sendRecv(int to, const void* sendBuf, size_t sendElems, int from, void* recvBuf, size_t recvElems,
                   uint32_t step) {
-    Pending* p = scratch_.pendings(2);
+    Pending* p = pendings(2);
     FW_RETURN_IF_ERROR(recv(from, recvBuf, recvElems, step, &p[0]));
     FW_RETURN_IF_ERROR(send(to, sendBuf, sendElems, step, &p[1]));
     return waitAll(p, 2);
@@ -87,6 +111,7 @@ class CollectiveContext {
 
   Messenger& messenger_;
   Scratch& scratch_;
+  DataSpace& space_;
   const std::vector<int>& groupRanks_;
   uint32_t sequence_;
   uint8_t signature_;

@@ -24,7 +24,7 @@ struct LeaderGroups {
 // ranks and from == to do nothing.
 Status hop(CollectiveContext& ctx, int from, int to, const void* send, void* recv, size_t count) {
   if (from == to || (ctx.rank() != from && ctx.rank() != to)) return Status::ok();
-  Pending* p = ctx.scratch().pendings(1);
+  Pending* p = ctx.pendings(1);
   FW_RETURN_IF_ERROR(ctx.rank() == from ? ctx.send(to, send, count, kLeaderHopStep, p)
                                         : ctx.recv(from, recv, count, kLeaderHopStep, p));
   return ctx.wait(p);
@@ -49,7 +49,7 @@ Status leaderAllreduce(CollectiveContext& ctx, const void* send, void* recv, siz
   if (g.isLeader) {
     CollectiveContext leaders = ctx.over(g.leaders, &phase);
     FW_RETURN_IF_ERROR(recursiveDoublingAllreduce(leaders, recv, recv, count));
-    ctx.reducer().finalize(recv, count);
+    FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), recv, count));
   }
   return binomialBroadcast(node, recv, count, 0);
 }
@@ -79,7 +79,7 @@ Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t
   const size_t bytes = count * ctx.elementSize();
   // Leaders keep their node's partial and the leaders' result apart from recv
   // unless they are the root.
-  char* nodePartial = static_cast<char*>(ctx.scratch().outerBytes(2 * bytes + 64));
+  char* nodePartial = ctx.outerBytes(2 * bytes + 64);
   char* total = ctx.rank() == root ? static_cast<char*>(recv) : nodePartial + bytes;
   CollectiveContext node = ctx.over(g.node, &phase);
   FW_RETURN_IF_ERROR(binomialReduce(node, send, nodePartial, count, 0));
@@ -88,7 +88,7 @@ Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t
     FW_RETURN_IF_ERROR(binomialReduce(leaders, nodePartial, total, count, rootNode));
   }
   FW_RETURN_IF_ERROR(hop(ctx, rootLeader, root, total, recv, count));
-  if (ctx.rank() == root) ctx.reducer().finalize(recv, count);
+  if (ctx.rank() == root) FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), recv, count));
   return Status::ok();
 }
 

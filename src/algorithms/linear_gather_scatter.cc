@@ -11,13 +11,13 @@ Status linearGather(CollectiveContext& ctx, const void* send, void* recv, size_t
   const int n = ctx.size();
   const int r = ctx.rank();
   if (r != root) {
-    Pending* p = ctx.scratch().pendings(1);
+    Pending* p = ctx.pendings(1);
     FW_RETURN_IF_ERROR(ctx.send(root, send, count, 0, p));
     return ctx.wait(p);
   }
   void* mine = ctx.at(recv, count * r);
-  if (mine != send) copyBytes(mine, send, count * ctx.elementSize());
-  Pending* p = ctx.scratch().pendings(n);
+  FW_RETURN_IF_ERROR(ctx.copy(mine, send, count));
+  Pending* p = ctx.pendings(n);
   for (int i = 0; i < n; ++i) {
     if (i != r) FW_RETURN_IF_ERROR(ctx.recv(i, ctx.at(recv, count * i), count, 0, &p[i]));
   }
@@ -28,13 +28,13 @@ Status linearScatter(CollectiveContext& ctx, const void* send, void* recv, size_
   const int n = ctx.size();
   const int r = ctx.rank();
   if (r != root) {
-    Pending* p = ctx.scratch().pendings(1);
+    Pending* p = ctx.pendings(1);
     FW_RETURN_IF_ERROR(ctx.recv(root, recv, count, 0, p));
     return ctx.wait(p);
   }
   const void* mine = ctx.at(send, count * r);
-  if (mine != recv) copyBytes(recv, mine, count * ctx.elementSize());
-  Pending* p = ctx.scratch().pendings(n);
+  FW_RETURN_IF_ERROR(ctx.copy(recv, mine, count));
+  Pending* p = ctx.pendings(n);
   for (int i = 0; i < n; ++i) {
     if (i != r) FW_RETURN_IF_ERROR(ctx.send(i, ctx.at(send, count * i), count, 0, &p[i]));
   }

@@ -12,10 +12,9 @@ Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap
                         const BlockMap& recvBlocks) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  copyBytes(ctx.at(recv, recvBlocks.displ(r)), ctx.at(send, sendBlocks.displ(r)),
-              sendBlocks.count(r) * ctx.elementSize());
+  FW_RETURN_IF_ERROR(ctx.copy(ctx.at(recv, recvBlocks.displ(r)), ctx.at(send, sendBlocks.displ(r)), sendBlocks.count(r)));
   const int window = ctx.pipelineDepth();
-  Pending* p = ctx.scratch().pendings(2 * window);
+  Pending* p = ctx.pendings(2 * window);
   for (int s = 1; s < n; ++s) {
     int to = (r + s) % n;
     int from = positiveMod(r - s, n);

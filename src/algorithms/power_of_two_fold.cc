@@ -20,20 +20,20 @@ PowerOfTwoFold::PowerOfTwoFold(int rank, int nranks, int stepsPerRound) : rank_(
 
 Status PowerOfTwoFold::fold(CollectiveContext& ctx, void* data, size_t count, void* tmp) const {
   if (rank_ >= 2 * rem_) return Status::ok();
-  Pending* pending = ctx.scratch().pendings(1);
+  Pending* pending = ctx.pendings(1);
   if (rank_ % 2 == 0) {
     FW_RETURN_IF_ERROR(ctx.send(rank_ + 1, data, count, 0, pending));
     return ctx.wait(pending);
   }
   FW_RETURN_IF_ERROR(ctx.recv(rank_ - 1, tmp, count, 0, pending));
   FW_RETURN_IF_ERROR(ctx.wait(pending));
-  ctx.reducer().combine(data, data, tmp, count);
+  FW_RETURN_IF_ERROR(ctx.combine(ctx.reducer(), data, data, tmp, count));
   return Status::ok();
 }
 
 Status PowerOfTwoFold::unfold(CollectiveContext& ctx, void* data, size_t count) const {
   if (rank_ >= 2 * rem_) return Status::ok();
-  Pending* pending = ctx.scratch().pendings(1);
+  Pending* pending = ctx.pendings(1);
   if (rank_ % 2 == 0) {
     FW_RETURN_IF_ERROR(ctx.recv(rank_ + 1, data, count, lastStep_, pending));
   } else {

@@ -14,12 +14,12 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
   const int n = ctx.size();
   const int r = ctx.rank();
   const Reducer& reducer = ctx.reducer();
-  if (send != recv) copyBytes(recv, send, count * ctx.elementSize());
+  FW_RETURN_IF_ERROR(ctx.copy(recv, send, count));
   if (n == 1) {
-    reducer.finalize(recv, count);
+    FW_RETURN_IF_ERROR(ctx.finalize(reducer, recv, count));
     return Status::ok();
   }
-  char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
+  char* tmp = ctx.scratchBytes(count * ctx.elementSize());
   const PowerOfTwoFold fold(r, n, /*stepsPerRound=*/2);
   FW_RETURN_IF_ERROR(fold.fold(ctx, recv, count, tmp));
   const int p = fold.participants();
@@ -41,11 +41,11 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
       size_t keepElems = offsetOf(keepHi) - offsetOf(keepLo);
       FW_RETURN_IF_ERROR(ctx.sendRecv(realRank(partner), ctx.at(recv, offsetOf(giveLo)),
                                       offsetOf(giveHi) - offsetOf(giveLo), realRank(partner), tmp, keepElems, step));
-      reducer.combine(ctx.at(recv, offsetOf(keepLo)), ctx.at(recv, offsetOf(keepLo)), tmp, keepElems);
+      FW_RETURN_IF_ERROR(ctx.combine(reducer, ctx.at(recv, offsetOf(keepLo)), ctx.at(recv, offsetOf(keepLo)), tmp, keepElems));
       lo = keepLo;
       hi = keepHi;
     }
-    reducer.finalize(ctx.at(recv, offsetOf(lo)), offsetOf(hi) - offsetOf(lo));
+    FW_RETURN_IF_ERROR(ctx.finalize(reducer, ctx.at(recv, offsetOf(lo)), offsetOf(hi) - offsetOf(lo)));
     // Doubling: swap what each side has until everyone has every block.
     for (int mask = 1; mask < p; mask *= 2, ++step) {
       int partner = vrank ^ mask;

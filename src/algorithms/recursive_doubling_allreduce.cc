@@ -15,12 +15,12 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
   const int n = ctx.size();
   const int r = ctx.rank();
   const Reducer& reducer = ctx.reducer();
-  if (send != recv) copyBytes(recv, send, count * ctx.elementSize());
+  FW_RETURN_IF_ERROR(ctx.copy(recv, send, count));
   if (n == 1 || count == 0) {
-    reducer.finalize(recv, count);
+    FW_RETURN_IF_ERROR(ctx.finalize(reducer, recv, count));
     return Status::ok();
   }
-  char* tmp = static_cast<char*>(ctx.scratch().bytes(count * ctx.elementSize()));
+  char* tmp = ctx.scratchBytes(count * ctx.elementSize());
   const PowerOfTwoFold fold(r, n, /*stepsPerRound=*/1);
   FW_RETURN_IF_ERROR(fold.fold(ctx, recv, count, tmp));
   const int p = fold.participants();
@@ -33,12 +33,12 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
       FW_RETURN_IF_ERROR(ctx.sendRecv(partner, recv, count, partner, tmp, count, step));
       // Lower rank's data first, so both partners compute identical bits.
       if (vrank < (vrank ^ mask)) {
-        reducer.combine(recv, recv, tmp, count);
+        FW_RETURN_IF_ERROR(ctx.combine(reducer, recv, recv, tmp, count));
       } else {
-        reducer.combine(recv, tmp, recv, count);
+        FW_RETURN_IF_ERROR(ctx.combine(reducer, recv, tmp, recv, count));
       }
     }
-    reducer.finalize(recv, count);
+    FW_RETURN_IF_ERROR(ctx.finalize(reducer, recv, count));
   }
 
   return fold.unfold(ctx, recv, count);

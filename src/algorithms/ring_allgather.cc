@@ -21,7 +21,7 @@ Status ringAllgather(CollectiveContext& ctx, void* buf, const ChunkLayout& layou
   const size_t units = RingCursor(layout, seg, r, 1).totalUnits();
   // Sends are waited on only at the end: the right neighbour takes a
   // forward a whole chunk after it leaves, so waiting earlier stalls the ring.
-  Pending* recvs = ctx.scratch().pendings(window + ownSegments + units);
+  Pending* recvs = ctx.pendings(window + ownSegments + units);
   Pending* sends = recvs + window;
 
   for (size_t j = 0; j < ownSegments; ++j) {

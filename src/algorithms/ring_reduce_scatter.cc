@@ -25,8 +25,8 @@ Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, co
   const Reducer& reducer = ctx.reducer();
   const size_t mine = layout.chunkCount(r);
   if (n == 1) {
-    if (out != send) copyBytes(out, send, mine * ctx.elementSize());
-    reducer.finalize(out, mine);
+    FW_RETURN_IF_ERROR(ctx.copy(out, send, mine));
+    FW_RETURN_IF_ERROR(ctx.finalize(reducer, out, mine));
     return Status::ok();
   }
   const int left = positiveMod(r - 1, n);
@@ -40,8 +40,8 @@ Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, co
   const size_t firstSegments = seg.countFor(firstCount);
   const size_t units = RingCursor(layout, seg, r, 2).totalUnits();
 
-  char* slotBuffer = static_cast<char*>(ctx.scratch().bytes(window * seg.segmentElems * ctx.elementSize()));
-  Pending* recvs = ctx.scratch().pendings(window + firstSegments + units);
+  char* slotBuffer = ctx.scratchBytes(window * seg.segmentElems * ctx.elementSize());
+  Pending* recvs = ctx.pendings(window + firstSegments + units);
   Pending* sends = recvs + window;
   auto slotAt = [&](size_t unit) { return slotBuffer + (unit % window) * seg.segmentElems * ctx.elementSize(); };
 
@@ -67,11 +67,11 @@ Status ringReduceScatter(CollectiveContext& ctx, const void* send, void* out, co
     const char* received = slotAt(done.unit());
     if (done.step() == n - 2) {  // chunk r: the last contribution
       char* dst = ctx.at(out, seg.offset(done.segment()));
-      reducer.combine(dst, own, received, len);
-      reducer.finalize(dst, len);
+      FW_RETURN_IF_ERROR(ctx.combine(reducer, dst, own, received, len));
+      FW_RETURN_IF_ERROR(ctx.finalize(reducer, dst, len));
     } else {
       char* sum = ctx.at(partial, done.offset());
-      reducer.combine(sum, own, received, len);
+      FW_RETURN_IF_ERROR(ctx.combine(reducer, sum, own, received, len));
       FW_RETURN_IF_ERROR(ctx.send(right, sum, len, static_cast<uint32_t>(firstSegments + done.unit()),
                                   &sends[firstSegments + done.unit()]));
     }

@@ -28,16 +28,16 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
   const int slots = std::max(1, p.slicesInFlight);
   const size_t maxLen = slices.chunkCount(0);
   // Per slot, the slice of every rank's block, ordered (local rank, node).
-  char* base = static_cast<char*>(ctx.scratch().outerBytes(slots * n * maxLen * es + 64));
+  char* base = ctx.outerBytes(slots * n * maxLen * es + 64);
   auto gathered = [&](int s) { return base + (s % slots) * n * maxLen * es; };
   const size_t perSlice = 2 * (g.M - 1);
-  Pending* pendings = ctx.scratch().outerPendings(slots * perSlice + 1);
+  Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
 
   auto stageA = [&](int s) -> Status {
     const size_t len = slices.chunkCount(s);
     char* railBlocks = gathered(s) + static_cast<size_t>(g.d) * g.M * len * es;
     const char* mine = static_cast<const char*>(send) + slices.chunkOffset(s) * es;
-    copyBytes(railBlocks + g.m * len * es, mine, len * es);
+    FW_RETURN_IF_ERROR(ctx.copy(railBlocks + g.m * len * es, mine, len));
     return postRailExchange(
         rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice, [&](int) { return mine; },
         [&](int) { return len; }, [&](int j) { return railBlocks + j * len * es; }, [&](int) { return len; });
@@ -48,8 +48,9 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
     FW_RETURN_IF_ERROR(ringAllgather(node, gathered(s), equalChunks(g.M * len, g.D)));
     for (int d = 0; d < g.D; ++d) {
       for (int m = 0; m < g.M; ++m) {
-        copyBytes(static_cast<char*>(recv) + (static_cast<size_t>(g.rankAt(m, d)) * count + slices.chunkOffset(s)) * es,
-                    gathered(s) + (static_cast<size_t>(d) * g.M + m) * len * es, len * es);
+        FW_RETURN_IF_ERROR(
+            ctx.copy(static_cast<char*>(recv) + (static_cast<size_t>(g.rankAt(m, d)) * count + slices.chunkOffset(s)) * es,
+                     gathered(s) + (static_cast<size_t>(d) * g.M + m) * len * es, len));
       }
     }
     return Status::ok();

@@ -35,11 +35,11 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
   const int slots = 2 * lag + 1;                      // slices alive at once
   const size_t maxBlock = ChunkLayout{slices.chunkCount(0), g.D}.chunkCount(0);
   const size_t maxShard = ChunkLayout{maxBlock, g.M}.chunkCount(0);
-  char* base = static_cast<char*>(ctx.scratch().outerBytes(slots * (maxBlock + g.M * maxShard) * es + 64));
+  char* base = ctx.outerBytes(slots * (maxBlock + g.M * maxShard) * es + 64);
   auto nodeSum = [&](int s) { return base + (s % slots) * (maxBlock + g.M * maxShard) * es; };
   auto railIn = [&](int s) { return nodeSum(s) + maxBlock * es; };
   const size_t perSlice = 2 * (g.M - 1);
-  Pending* exchanges = ctx.scratch().outerPendings(2 * slots * perSlice + 1);
+  Pending* exchanges = ctx.outerPendings(2 * slots * perSlice + 1);
   Pending* diffuses = exchanges + slots * perSlice;
 
   // Where slice s, its blocks and this rank's block's shards lie.
@@ -77,14 +77,14 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
     const size_t len = geo.shards.chunkCount(g.m);
     char* mine = shardInRecv(geo, g.m);
     const char* own = nodeSum(s) + geo.shards.chunkOffset(g.m) * es;
-    if (g.M == 1) moveBytes(mine, own, len * es);
+    if (g.M == 1) FW_RETURN_IF_ERROR(ctx.copy(mine, own, len));  // scratch and recv: disjoint
     bool first = true;
     for (int j = 0; j < g.M; ++j) {
       if (j == g.m) continue;
-      phase.combine(mine, first ? own : mine, railIn(s) + j * maxShard * es, len);
+      FW_RETURN_IF_ERROR(ctx.combine(phase, mine, first ? own : mine, railIn(s) + j * maxShard * es, len));
       first = false;
     }
-    ctx.reducer().finalize(mine, len);
+    FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), mine, len));
     return postRailExchange(
         rail, static_cast<uint32_t>(2 * s + 1), diffuses + (s % slots) * perSlice, [&](int) { return mine; },
         [&](int) { return len; }, [&](int j) { return shardInRecv(geo, j); },

@@ -47,12 +47,12 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   // Outer memory: per slot the node's sums and the rail's contributions,
   // then the ring's partial sums: a packed slice, or one node's blocks.
   const size_t partialElems = g.nodesConsecutive ? (g.D - 1) * count + maxLen : n * maxLen;
-  char* sums = static_cast<char*>(ctx.scratch().outerBytes((slots * 2 * g.M * maxLen + partialElems) * es + 64));
+  char* sums = ctx.outerBytes((slots * 2 * g.M * maxLen + partialElems) * es + 64);
   char* packed = sums + slots * 2 * g.M * maxLen * es;
   auto nodeSum = [&](size_t s) { return sums + (s % slots) * 2 * g.M * maxLen * es; };
   auto railIn = [&](size_t s) { return nodeSum(s) + g.M * maxLen * es; };
   const size_t perSlice = 2 * (g.M - 1);
-  Pending* pendings = ctx.scratch().outerPendings(slots * perSlice + 1);
+  Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
 
   auto finish = [&](size_t s) -> Status {
     const size_t len = slices.chunkCount(static_cast<int>(s));
@@ -61,16 +61,16 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     char* out = static_cast<char*>(recv) + slices.chunkOffset(static_cast<int>(s)) * es;
     const char* own = nodeSum(s) + g.m * len * es;
     if (g.M == 1) {
-      moveBytes(out, own, len * es);
+      FW_RETURN_IF_ERROR(ctx.copy(out, own, len));  // scratch and recv: disjoint
     } else {
       bool first = true;
       for (int j = 0; j < g.M; ++j) {
         if (j == g.m) continue;
-        phase.combine(out, first ? own : out, railIn(s) + j * len * es, len);
+        FW_RETURN_IF_ERROR(ctx.combine(phase, out, first ? own : out, railIn(s) + j * len * es, len));
         first = false;
       }
     }
-    ctx.reducer().finalize(out, len);
+    FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), out, len));
     return Status::ok();
   };
 
@@ -88,9 +88,9 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     } else {
       for (int d = 0; d < g.D; ++d) {
         for (int m = 0; m < g.M; ++m) {
-          copyBytes(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
-                      static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es,
-                      len * es);
+          FW_RETURN_IF_ERROR(
+              ctx.copy(packed + (static_cast<size_t>(d) * g.M + m) * len * es,
+                       static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es, len));
         }
       }
       FW_RETURN_IF_ERROR(ringReduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));

@@ -103,7 +103,11 @@ Status runBlockingMessage(bool isSend, fwComm_t comm, fwStream_t stream, const v
   FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
   FW_RETURN_IF_ERROR(
       validatePointToPoint(buf, count, datatype, peer, impl->size(), isSend ? "sendbuff" : "recvbuff"));
-  if (count > 0 && impl->memoryTypeOf(buf) == MemoryType::Cuda) {
+  // An empty message with a stream takes the device path too, as an empty
+  // collective does, so it stays in step with its peer's device messages.
+  const bool device = count > 0 ? impl->memoryTypeOf(buf) == MemoryType::Cuda
+                                : stream != nullptr && impl->hasDevicePath();
+  if (device) {
     return isSend ? impl->deviceSend(buf, count, datatype, peer, stream)
                   : impl->deviceRecv(const_cast<void*>(buf), count, datatype, peer, stream);
   }

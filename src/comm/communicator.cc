@@ -19,18 +19,20 @@ namespace {
 // The plan must be the same on every rank, so it is made from what all
 // ranks reported: a capability counts only when every rank has it.
 PlanInputs planInputs(const Config& config, const RankLayout& layout, const std::vector<PeerInfo>& peers,
-                      const LocalMachine& machine, bool ucxReachesCudaMemory) {
+                      const LocalMachine& machine) {
   PlanInputs in;
   in.forceAll = config.transport;
   in.forceIntra = config.intraTransport;
   in.forceInter = config.interTransport;
   in.nodeCount = layout.nodeCount();
-  in.ucxReachesCudaMemory = ucxReachesCudaMemory;
+  in.ucxDeviceMemory = config.ucxDeviceMemory;
+  in.ucxReachesDeviceMemory = true;
   in.cudaDevice = machine.cudaDevice;
   in.nccl = machine.ncclAvailable;
   for (size_t r = 0; r < peers.size(); ++r) {
     if (in.cudaDevice.ok && !peers[r].hasCudaDevice) in.cudaDevice = Availability::no("rank " + std::to_string(r) + " has no CUDA device");
     if (in.nccl.ok && !peers[r].hasNccl) in.nccl = Availability::no("NCCL is not usable on rank " + std::to_string(r));
+    in.ucxReachesDeviceMemory = in.ucxReachesDeviceMemory && peers[r].ucxReachesDeviceMemory;
   }
   for (int node = 0; node < layout.nodeCount() && in.sharedGpu.empty(); ++node) {
     const std::vector<int>& ranks = layout.ranksOfNode(node);
@@ -85,11 +87,13 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   args.timeoutMs = config.timeoutMs;
   std::unique_ptr<Transport> intra;
   FW_RETURN_IF_ERROR(createTransport("ucx", config.pluginPath, args, &intra));
-  const bool ucxReachesCudaMemory = intra->capabilities().cudaMemory;
 
   PeerInfo mine = PeerInfo::forThisProcess(config.nodeId);
   mine.hasCudaDevice = machine->cudaDevice.ok;
   mine.hasNccl = machine->ncclAvailable.ok;
+  // The host-emulated runtime's device memory is host memory, which any UCX reaches.
+  mine.ucxReachesDeviceMemory =
+      machine->device != nullptr && (!machine->device->memoryIsCuda() || intra->capabilities().cudaMemory);
   if (machine->device) {
     int ordinal = 0;
     (void)machine->device->currentDevice(&ordinal, &mine.gpuBusId);
@@ -114,7 +118,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   // connecting to it.
   TransportPlan plan;
   FW_RETURN_IF_ERROR(
-      TransportPlan::make(planInputs(config, layout, peers, *machine, ucxReachesCudaMemory), &plan));
+      TransportPlan::make(planInputs(config, layout, peers, *machine), &plan));
   if (rank == 0) {
     for (const PlanReason& reason : plan.reasons) {
       FW_LOG_AT(reason.fallback ? LogLevel::Warn : LogLevel::Info, Init, "plan: %s", reason.text.c_str());
@@ -243,7 +247,8 @@ Status Communicator::asyncError() {
   return device_ ? device_->asyncError() : Status::ok();
 }
 
-Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group) {
+Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
+                             DataSpace& space) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   bool reduces = args.kind == CollectiveKind::AllReduce || args.kind == CollectiveKind::ReduceScatter ||
                  args.kind == CollectiveKind::Reduce;
@@ -251,7 +256,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
   const PipelineSettings& pipeline = config_.pipeline;
-  CollectiveContext ctx(*messenger_, scratch_, group, sequence, collectiveSignature(args), elementSize,
+  CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
   Status st;
@@ -271,13 +276,13 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
 }
 
 Status Communicator::collective(const CollectiveArgs& args) {
-  return executor_.runNow([&] { return execute(args, nextSequence_++, {}); });
+  return executor_.runNow([&] { return execute(args, nextSequence_++, {}, hostSpace_); });
 }
 
 Status Communicator::startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   uint32_t sequence = nextSequence_++;
-  *operation = executor_.submit([this, args, sequence] { return execute(args, sequence, {}); });
+  *operation = executor_.submit([this, args, sequence] { return execute(args, sequence, {}, hostSpace_); });
   return Status::ok();
 }
 
@@ -327,7 +332,7 @@ Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32
   args.count = 1;
   args.send = &myLength;
   args.recv = lengths.data();
-  FW_RETURN_IF_ERROR(execute(args, sequence, group));
+  FW_RETURN_IF_ERROR(execute(args, sequence, group, hostSpace_));
   uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (longest > (1u << 24)) return Status(fwInternalError, "peer record of " + std::to_string(longest) + " bytes");
   std::vector<uint8_t> padded(mine);
@@ -337,7 +342,7 @@ Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32
   args.count = longest;
   args.send = padded.data();
   args.recv = gathered.data();
-  FW_RETURN_IF_ERROR(execute(args, sequence + 1, group));
+  FW_RETURN_IF_ERROR(execute(args, sequence + 1, group, hostSpace_));
   all->resize(n);
   for (int i = 0; i < n; ++i) {
     (*all)[i].assign(gathered.begin() + i * longest, gathered.begin() + i * longest + lengths[i]);
@@ -360,7 +365,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     args.count = 2;
     args.send = mine;
     args.recv = all.data();
-    FW_RETURN_IF_ERROR(execute(args, base, {}));
+    FW_RETURN_IF_ERROR(execute(args, base, {}, hostSpace_));
     out->reset();
     if (color == FAIRWAY_SPLIT_NOCOLOR) return Status::ok();
 

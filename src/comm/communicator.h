@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "algorithms/data_space.h"
 #include "algorithms/selector.h"
 #include "comm/collective_args.h"
 #include "comm/device_collectives.h"
@@ -58,7 +59,11 @@ class Communicator {
   // worker and runs its host collectives through runReserved with those
   // numbers; it must not call collective() (the worker would wait for itself).
   Status startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn);
-  Status runReserved(const CollectiveArgs& args, uint32_t sequence) { return execute(args, sequence, {}); }
+  Status runReserved(const CollectiveArgs& args, uint32_t sequence) { return execute(args, sequence, {}, hostSpace_); }
+  // The same on buffers in another data space (device memory UCX reaches).
+  Status runReserved(const CollectiveArgs& args, uint32_t sequence, DataSpace& space) {
+    return execute(args, sequence, {}, space);
+  }
   // The next point-to-point message numbers to and from peer, reserved in
   // call order for a message posted later (postSendNumbered/postRecvNumbered).
   uint64_t reserveSendNumber(int peer);
@@ -94,7 +99,7 @@ class Communicator {
   // FAIRWAY_MEASURE_LINKS: measures the links and gives them to the selector.
   Status adoptMeasuredLinks();
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
-  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group);
+  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group, DataSpace& space);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
                                std::vector<std::vector<uint8_t>>* all);
 
@@ -106,6 +111,7 @@ class Communicator {
   NetDeviceChoice netDevice_;
   LocalMachine* machine_;  // process-wide, outlives every communicator
   Scratch scratch_;
+  HostDataSpace hostSpace_{scratch_};
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
   std::mutex pointToPointMutex_;
   std::vector<uint64_t> sentTo_;

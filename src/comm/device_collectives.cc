@@ -354,10 +354,24 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, uint32_t first
   return device_.synchronize(copyStream_, timeoutMs_);
 }
 
+bool DeviceCollectives::direct() const { return comm_.plan().deviceOverUcx == DevicePath::Ucx; }
+
+DeviceDataSpace& DeviceCollectives::directSpace() {
+  if (!directSpace_) directSpace_ = std::make_unique<DeviceDataSpace>(device_, timeoutMs_);
+  return *directSpace_;
+}
+
+Status DeviceCollectives::runDirect(const CollectiveArgs& a, uint32_t sequence) {
+  return comm_.runReserved(a, sequence, directSpace());
+}
+
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (nativeHandles(a)) return runNative(a, stream);
   if (twoPhase_.handles(a)) return twoPhase_.run(a, stream);
+  if (direct()) {
+    return enqueueOnWorker(stream, 1, [this, a](uint32_t sequence) { return runDirect(a, sequence); });
+  }
   if (a.kind == CollectiveKind::AllToAllv || a.kind == CollectiveKind::Barrier) {
     return enqueueOnWorker(stream, 1, [this, a](uint32_t first) { return runStagedWhole(a, first); });
   }
@@ -370,24 +384,67 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   });
 }
 
+// A staged message moves in slices of FAIRWAY_STAGING_SLICE_BYTES through
+// the two pinned slice buffers, each slice one UCX message under the
+// call's message number (a sender's messages match in order), so its
+// staging memory is bounded whatever the message's size: the next slice
+// is copied while the last one crosses the network. Sender and receiver
+// cut alike (a count that differs is a mismatch UCX reports); an empty
+// message is one empty slice.
+size_t DeviceCollectives::messageSlices(size_t bytes) const {
+  const size_t slice = comm_.config().pipeline.stagingSliceBytes;
+  return std::max<size_t>(1, (bytes + slice - 1) / slice);
+}
+
 Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, uint64_t number) {
+  const size_t slice = comm_.config().pipeline.stagingSliceBytes, slices = messageSlices(bytes);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(whole_[0].reserve(bytes));
-  FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data(), buf, bytes, copyStream_));
-  FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
-  Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postSendNumbered(whole_[0].data(), bytes, peer, number, &pending));
-  return comm_.messenger().wait(&pending);
+  for (StagingBuffer& b : slices_) FW_RETURN_IF_ERROR(b.reserve(std::min(bytes, slice)));
+  Pending pending[2];
+  for (size_t s = 0; s < slices; ++s) {
+    StagingBuffer& b = slices_[s % 2];
+    FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending[s % 2]));  // the buffer's last slice has left
+    const size_t len = std::min(slice, bytes - s * slice);
+    FW_RETURN_IF_ERROR(device_.copyAsync(b.data(), static_cast<const char*>(buf) + s * slice, len, copyStream_));
+    FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));
+    FW_RETURN_IF_ERROR(comm_.postSendNumbered(b.data(), len, peer, number, &pending[s % 2]));
+  }
+  return comm_.messenger().waitAll(pending, 2);
 }
 
 Status DeviceCollectives::stagedRecv(void* buf, size_t bytes, int peer, uint64_t number) {
+  const size_t slice = comm_.config().pipeline.stagingSliceBytes, slices = messageSlices(bytes);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  FW_RETURN_IF_ERROR(whole_[1].reserve(bytes));
-  Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postRecvNumbered(whole_[1].data(), bytes, peer, number, &pending));
-  FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending));
-  FW_RETURN_IF_ERROR(device_.copyAsync(buf, whole_[1].data(), bytes, copyStream_));
+  for (StagingBuffer& b : slices_) FW_RETURN_IF_ERROR(b.reserve(std::min(bytes, slice)));
+  Pending pending[2];
+  auto post = [&](size_t s) {
+    return comm_.postRecvNumbered(slices_[s % 2].data(), std::min(slice, bytes - s * slice), peer, number,
+                                  &pending[s % 2]);
+  };
+  for (size_t s = 0; s < std::min<size_t>(2, slices); ++s) FW_RETURN_IF_ERROR(post(s));
+  for (size_t s = 0; s < slices; ++s) {
+    FW_RETURN_IF_ERROR(comm_.messenger().wait(&pending[s % 2]));
+    FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(buf) + s * slice, slices_[s % 2].data(),
+                                         std::min(slice, bytes - s * slice), copyStream_));
+    if (s + 2 < slices) {
+      FW_RETURN_IF_ERROR(device_.synchronize(copyStream_, timeoutMs_));  // emptied before it is refilled
+      FW_RETURN_IF_ERROR(post(s + 2));
+    }
+  }
   return device_.synchronize(copyStream_, timeoutMs_);
+}
+
+// UCX sends from or receives into the device buffer itself.
+Status DeviceCollectives::directSend(const void* buf, size_t bytes, int peer, uint64_t number) {
+  Pending pending;
+  FW_RETURN_IF_ERROR(comm_.postSendNumbered(buf, bytes, peer, number, &pending));
+  return comm_.messenger().wait(&pending);
+}
+
+Status DeviceCollectives::directRecv(void* buf, size_t bytes, int peer, uint64_t number) {
+  Pending pending;
+  FW_RETURN_IF_ERROR(comm_.postRecvNumbered(buf, bytes, peer, number, &pending));
+  return comm_.messenger().wait(&pending);
 }
 
 Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
@@ -398,8 +455,10 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
   }
   const size_t bytes = count * datatypeSize(datatype);
   const uint64_t number = comm_.reserveSendNumber(peer);  // in call order, like the collectives' numbers
-  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number](uint32_t) {
-    return stagedSend(buf, bytes, peer, number);
+  const bool fromDevice = direct();
+  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, fromDevice](uint32_t) {
+    return fromDevice ? directSend(buf, bytes, peer, number)
+                      : stagedSend(buf, bytes, peer, number);
   });
 }
 
@@ -411,8 +470,9 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
   }
   const size_t bytes = count * datatypeSize(datatype);
   const uint64_t number = comm_.reserveRecvNumber(peer);
-  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number](uint32_t) {
-    return stagedRecv(buf, bytes, peer, number);
+  const bool intoDevice = direct();
+  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, intoDevice](uint32_t) {
+    return intoDevice ? directRecv(buf, bytes, peer, number) : stagedRecv(buf, bytes, peer, number);
   });
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/collective_args.h"
+#include "comm/device_data_space.h"
 #include "comm/device_two_phase.h"
 #include "comm/staging_buffer.h"
 #include "core/status.h"
@@ -60,8 +61,16 @@ class DeviceCollectives {
   size_t blockSliceElements(const CollectiveArgs& args) const;
   Status runStagedBlocks(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
   Status runStagedWhole(const CollectiveArgs& args, uint32_t firstSequence);
+  // UCX on the device buffers themselves: the host algorithm, its copies
+  // and reductions on the device (DeviceDataSpace).
+  bool direct() const;
+  Status runDirect(const CollectiveArgs& args, uint32_t sequence);
+  DeviceDataSpace& directSpace();
+  size_t messageSlices(size_t bytes) const;
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
   Status stagedRecv(void* buf, size_t bytes, int peer, uint64_t number);
+  Status directSend(const void* buf, size_t bytes, int peer, uint64_t number);
+  Status directRecv(void* buf, size_t bytes, int peer, uint64_t number);
   Status ensureStagingResources();
 
   Communicator& comm_;
@@ -81,6 +90,7 @@ class DeviceCollectives {
   void* sliceReady_[2] = {nullptr, nullptr};
   StagingBuffer slices_[2];
   StagingBuffer whole_[2];  // send and receive sides of a block-sliced or whole collective
+  std::unique_ptr<DeviceDataSpace> directSpace_;
   DeviceTwoPhase twoPhase_;  // device collectives across nodes, NCCL inside each
 };
 

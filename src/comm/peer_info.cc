@@ -50,7 +50,7 @@ PeerInfo PeerInfo::forThisProcess(const std::string& nodeIdOverride) {
 std::vector<uint8_t> PeerInfo::encode() const {
   std::vector<uint8_t> out;
   appendU32(&out, static_cast<uint32_t>(pid));
-  appendU32(&out, (hasCudaDevice ? 1u : 0u) | (hasNccl ? 2u : 0u));
+  appendU32(&out, (hasCudaDevice ? 1u : 0u) | (hasNccl ? 2u : 0u) | (ucxReachesDeviceMemory ? 4u : 0u));
   appendBytes(&out, host.data(), host.size());
   appendBytes(&out, pidNamespace.data(), pidNamespace.size());
   appendBytes(&out, nodeId.data(), nodeId.size());
@@ -65,6 +65,7 @@ Status PeerInfo::decode(const std::vector<uint8_t>& bytes, PeerInfo* out) {
   uint32_t flags = readU32(bytes.data() + 4);
   out->hasCudaDevice = (flags & 1u) != 0;
   out->hasNccl = (flags & 2u) != 0;
+  out->ucxReachesDeviceMemory = (flags & 4u) != 0;
   size_t pos = 8;
   std::vector<uint8_t> host, ns, node, gpu;
   if (!readBytes(bytes, &pos, &host) || !readBytes(bytes, &pos, &ns) || !readBytes(bytes, &pos, &node) ||

@@ -17,6 +17,7 @@ struct PeerInfo {
   std::string gpuBusId;       // PCI bus id of the GPU this rank drives, empty without one
   bool hasCudaDevice = false; // the CUDA runtime plugin loaded and sees a GPU
   bool hasNccl = false;       // the NCCL plugin loaded and is usable
+  bool ucxReachesDeviceMemory = false;  // its UCX can send from and receive into its device memory
   std::vector<uint8_t> transportAddress;  // of the intra-node transport
 
   static PeerInfo forThisProcess(const std::string& nodeIdOverride);

@@ -104,7 +104,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       }
       // Partial sums need a buffer laid out like send; send is the caller's
       // and keeps its contents (beyond recv's chunk when in place).
-      void* partial = ctx.scratch().staging(a.count * n * es);
+      void* partial = ctx.stagingBytes(a.count * n * es);
       return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), partial);
     }
     case CollectiveKind::AllGather: {
@@ -112,11 +112,11 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       if (algo == Algorithm::TwoPhase) return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
       if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
       void* mine = ctx.at(a.recv, a.count * r);
-      if (mine != a.send) copyBytes(mine, a.send, a.count * es);
+      FW_RETURN_IF_ERROR(ctx.copy(mine, a.send, a.count));
       return ringAllgather(ctx, a.recv, equalChunks(a.count, n));
     }
     case CollectiveKind::Broadcast:
-      if (r == a.root && a.send != a.recv) copyBytes(a.recv, a.send, a.count * es);
+      if (r == a.root) FW_RETURN_IF_ERROR(ctx.copy(a.recv, a.send, a.count));
       if (choose(ctx, selector, a.kind, a.count * es) == Algorithm::Leaders) {
         return leaderBroadcast(ctx, a.recv, a.count, a.root);
       }
@@ -129,8 +129,8 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
     case CollectiveKind::AllToAll: {
       const void* send = a.send;
       if (send == a.recv) {  // in place: the outgoing blocks must survive the incoming ones
-        void* staged = ctx.scratch().staging(a.count * n * es);
-        copyBytes(staged, a.send, a.count * n * es);
+        void* staged = ctx.stagingBytes(a.count * n * es);
+        FW_RETURN_IF_ERROR(ctx.copy(staged, a.send, a.count * n));
         send = staged;
       }
       BlockMap blocks;

@@ -118,6 +118,11 @@ Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
     return Status(fwInvalidArgument, "FAIRWAY_DEVICE_RUNTIME=" + c.deviceRuntime +
                                          " is not one of cuda|none|host-emulated");
   }
+  readString(lookup, "FAIRWAY_UCX_DEVICE_MEMORY", &c.ucxDeviceMemory);
+  if (c.ucxDeviceMemory != "auto" && c.ucxDeviceMemory != "direct" && c.ucxDeviceMemory != "staged") {
+    return Status(fwInvalidArgument, "FAIRWAY_UCX_DEVICE_MEMORY=" + c.ucxDeviceMemory +
+                                         " is not one of auto|direct|staged");
+  }
   readString(lookup, "FAIRWAY_TOPO_FILE", &c.topoFile);
   readString(lookup, "FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
   FW_RETURN_IF_ERROR(parseList(lookup, "FAIRWAY_NET_DEVICES", &c.netDevices));

@@ -32,6 +32,7 @@ struct Config {
   std::string nodeId;                  // FAIRWAY_NODE_ID
   std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
   std::string deviceRuntime = "cuda";  // FAIRWAY_DEVICE_RUNTIME: cuda|none|host-emulated (tests)
+  std::string ucxDeviceMemory = "auto";  // FAIRWAY_UCX_DEVICE_MEMORY: auto|direct|staged
   std::string topoFile;                // FAIRWAY_TOPO_FILE: hwloc XML read instead of discovering
   std::string topoDumpFile;            // FAIRWAY_TOPO_DUMP_FILE: where to write the topology found
   std::vector<std::string> netDevices; // FAIRWAY_NET_DEVICES: UCX devices, local rank i takes entry i mod n

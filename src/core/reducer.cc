@@ -24,7 +24,7 @@ kernels::Kernels kernelsFor(fwDataType_t datatype, fwRedOp_t op) {
 
 bool kernels::avx2Usable() { return __builtin_cpu_supports("avx2") && cpuHasF16c(); }
 
-Reducer::Reducer(fwDataType_t datatype, fwRedOp_t op, int nranks) : nranks_(nranks) {
+Reducer::Reducer(fwDataType_t datatype, fwRedOp_t op, int nranks) : datatype_(datatype), op_(op), nranks_(nranks) {
   kernels::Kernels k = kernelsFor(datatype, op);
   combine_ = k.combine;
   finalize_ = (op == fwAvg) ? k.divide : nullptr;

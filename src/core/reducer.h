@@ -30,7 +30,17 @@ class Reducer {
     if (finalize_ != nullptr) finalize_(buf, count, nranks_);
   }
 
+  // What it computes, for reductions that run elsewhere (a device kernel):
+  // combine with op (avg combines as a sum), and, when finalizes(), divide
+  // each complete element by divisor().
+  fwDataType_t datatype() const { return datatype_; }
+  fwRedOp_t op() const { return op_; }
+  bool finalizes() const { return finalize_ != nullptr; }
+  int divisor() const { return nranks_; }
+
  private:
+  fwDataType_t datatype_;
+  fwRedOp_t op_;
   CombineFn combine_;
   FinalizeFn finalize_;
   int nranks_;

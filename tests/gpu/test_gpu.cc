@@ -5,16 +5,22 @@
 // each node, staged UCX between). Each test skips, saying why, where no
 // CUDA device is usable.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "core/datatype.h"
+#include "core/reducer.h"
 #include "tests/multirank/rank_harness.h"
+#include "transports/device_runtime.h"
 
 namespace fairway::testing {
 namespace {
@@ -182,6 +188,88 @@ TEST(Gpu, RanksOnSeparateNodesRunTwoPhase) {
     return failures;
   });
   for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// The first element where two results differ, or count: bit for bit,
+// except that any NaN equals any NaN (a GPU's arithmetic returns its one
+// canonical NaN where the CPU passes the operand's payload on).
+size_t firstDifference(fwDataType_t type, const uint8_t* got, const uint8_t* expected, size_t count) {
+  const size_t es = datatypeSize(type);
+  auto isNan = [type](const uint8_t* p) {
+    switch (type) {
+      case fwFloat16: { uint16_t h; std::memcpy(&h, p, 2); return std::isnan(halfToFloat(h)); }
+      case fwBfloat16: { uint16_t h; std::memcpy(&h, p, 2); return std::isnan(bfloat16ToFloat(h)); }
+      case fwFloat32: { float f; std::memcpy(&f, p, 4); return std::isnan(f); }
+      case fwFloat64: { double d; std::memcpy(&d, p, 8); return std::isnan(d); }
+      default: return false;
+    }
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t* g = got + i * es;
+    const uint8_t* e = expected + i * es;
+    if (std::memcmp(g, e, es) != 0 && !(isNan(g) && isNan(e))) return i;
+  }
+  return count;
+}
+
+// The CUDA plugin's reduction kernels, which algorithms use on device
+// memory that UCX reaches, against the host's loops, bit for bit but for
+// NaN payloads: every type and op, random bits (so NaN, infinities and
+// overflow included), and
+// avg's division by divisors an 8-bit type cannot hold.
+TEST(Gpu, DeviceReductionsMatchTheHostLoops) {
+  SKIP_WITHOUT_GPU();
+  auto outcomes = runRanks(1, [](const RankContext& ctx) {
+    int failures = 0;
+    void* plugin = dlopen(FAIRWAY_CUDA_DEVICE_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    auto entry = plugin ? reinterpret_cast<FairwayDeviceRuntimeEntry>(dlsym(plugin, FAIRWAY_DEVICE_RUNTIME_SYMBOL))
+                        : nullptr;
+    std::unique_ptr<DeviceRuntime> device;
+    RANK_CHECK(ctx, entry != nullptr && entry()->create(&device).isOk(), "loading the CUDA runtime plugin");
+    if (!device) return failures;
+    constexpr size_t kCount = 100003;
+    std::mt19937_64 random(42);
+    const fwDataType_t types[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64,
+                                  fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
+    const fwRedOp_t ops[] = {fwSum, fwProd, fwMax, fwMin, fwAvg, fwBand, fwBor, fwBxor};
+    void* stream = nullptr;
+    RANK_CHECK(ctx, device->createStream(&stream).isOk(), "stream");
+    for (fwDataType_t type : types) {
+      const size_t bytes = kCount * datatypeSize(type);
+      std::vector<uint8_t> a(bytes), b(bytes), expected(bytes), got(bytes);
+      for (auto* v : {&a, &b}) for (auto& x : *v) x = static_cast<uint8_t>(random());
+      void *da = nullptr, *db = nullptr;
+      RANK_CHECK(ctx, device->allocateDevice(bytes, &da).isOk() && device->allocateDevice(bytes, &db).isOk(),
+                 "device memory");
+      for (fwRedOp_t op : ops) {
+        if (!isOpDefinedFor(op, type)) continue;
+        for (int divisor : {1, 3, 200, 256}) {
+          if (divisor != 1 && op != fwAvg) continue;
+          Reducer reducer(type, op, divisor);
+          reducer.combine(expected.data(), a.data(), b.data(), kCount);
+          reducer.finalize(expected.data(), kCount);
+          bool ok = device->copyAsync(da, a.data(), bytes, stream).isOk() &&
+                    device->copyAsync(db, b.data(), bytes, stream).isOk() &&
+                    device->combineAsync(da, da, db, kCount, type, op, stream).isOk() &&
+                    (op != fwAvg || device->divideAsync(da, kCount, type, divisor, stream).isOk()) &&
+                    device->copyAsync(got.data(), da, bytes, stream).isOk() &&
+                    device->synchronize(stream, 60000).isOk();
+          RANK_CHECK(ctx, ok, std::string("device reduction of ") + datatypeName(type));
+          const size_t differs = ok ? firstDifference(type, got.data(), expected.data(), kCount) : kCount;
+          if (ok && differs < kCount) {
+            reportFailure(ctx, std::string(datatypeName(type)) + " op " + std::to_string(op) + " divisor " +
+                                   std::to_string(divisor) + ": element " + std::to_string(differs) + " differs");
+            ++failures;
+          }
+        }
+      }
+      device->freeDevice(da);
+      device->freeDevice(db);
+    }
+    device->destroyStream(stream);
+    return failures;
+  });
+  EXPECT_EQ(outcomes[0].exitCode, 0);
 }
 
 TEST(Gpu, ForcedNcclWithSharedGpuFailsAtCreation) {

@@ -2,12 +2,16 @@
 // (FAIRWAY_DEVICE_RUNTIME=host-emulated) "device" memory is host memory the
 // runtime recognises and streams are threads running their work later, in
 // order. The core cannot tell: it plans and runs its device paths as on a
-// GPU machine, and this sweep checks every collective there against the
-// reference, on one node and on two emulated nodes. The Gpu.* tests run the
-// same paths on a real GPU.
+// GPU machine, and these tests check every collective there against the
+// reference, on one node and on emulated nodes, through both UCX paths:
+// staged through pinned host memory, and direct (UCX on the device
+// buffers, copies and reductions by the device runtime), which any UCX can
+// take here since this device memory is host memory. The Gpu.* tests run
+// the same paths on a real GPU.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -72,6 +76,25 @@ class StreamGate {
   bool open_ = false;
 };
 
+// How device buffers cross UCX (FAIRWAY_UCX_DEVICE_MEMORY).
+const char* const kPaths[] = {"staged", "direct"};
+
+std::string pathName(const ::testing::TestParamInfo<int>& info) { return kPaths[info.param]; }
+
+void expectEveryRankPassed(const std::vector<RankOutcome>& outcomes) {
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r << " failed";
+    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
+  }
+}
+
+// The end of a rank's test body: its stream and communicator go.
+int closeRank(const RankContext& ctx, fwComm_t comm, fwStream_t stream, int failures) {
+  emulatedDevice()->destroyStream(stream);
+  RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "fwCommDestroy");
+  return failures;
+}
+
 int initComm(const RankContext& ctx, fwComm_t* comm) {
   if (emulatedDevice() == nullptr) {
     reportFailure(ctx, std::string("no host-emulated device runtime: ") + dlerror());
@@ -84,11 +107,15 @@ int initComm(const RankContext& ctx, fwComm_t* comm) {
   return 0;
 }
 
-// NCCL's stream semantics on the staged path: the call returns while the
-// stream is held before it, nothing is written yet, and work enqueued on
-// the stream after the call sees the result once the stream runs.
-TEST(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
-  auto outcomes = runRanks(2, [](const RankContext& ctx) {
+// NCCL's stream semantics on the paths the worker drives: the call returns
+// while the stream is held before it, nothing is written yet, and work
+// enqueued on the stream after the call sees the result once the stream runs.
+class DeviceStreamOrder : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
+  const char* path = kPaths[GetParam()];
+  auto outcomes = runRanks(2, [path](const RankContext& ctx) {
+    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
     int failures = 0;
@@ -126,23 +153,70 @@ TEST(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
     // every rank's stream reaches it.
     RANK_CHECK(ctx, fwBarrier(comm, stream) == fwSuccess, "fwBarrier on a stream");
     RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the barrier did not finish");
-    emulatedDevice()->destroyStream(stream);
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "fwCommDestroy");
-    return failures;
+    return closeRank(ctx, comm, stream, failures);
   });
-  for (auto& o : outcomes) {
-    EXPECT_EQ(o.exitCode, 0);
-    EXPECT_FALSE(o.timedOut);
-  }
+  expectEveryRankPassed(outcomes);
 }
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceStreamOrder, ::testing::Values(0, 1), pathName);
+
+// Point-to-point on device buffers: messages of several staging slices, of
+// one element and empty, each way, ordered on the stream like collectives.
+class DeviceSendRecv : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceSendRecv, MessagesArriveWhole) {
+  const char* path = kPaths[GetParam()];
+  auto outcomes = runRanks(2, [path](const RankContext& ctx) {
+    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
+    setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
+    fwComm_t comm;
+    if (initComm(ctx, &comm)) return 1;
+    int failures = 0;
+    const int peer = 1 - ctx.rank;
+    fwStream_t stream = emulatedDevice()->createStream();
+    for (size_t count : {size_t{100003}, size_t{1}, size_t{0}}) {
+      GuardedBuffer out(std::max<size_t>(count, 1) * sizeof(int32_t), true);
+      GuardedBuffer in(std::max<size_t>(count, 1) * sizeof(int32_t), true);
+      auto* o = static_cast<int32_t*>(out.data());
+      auto* i = static_cast<int32_t*>(in.data());
+      for (size_t k = 0; k < count; ++k) {
+        o[k] = static_cast<int32_t>(ctx.rank * 1000003 + k);
+        i[k] = -1;
+      }
+      // Rank 0 sends first, rank 1 receives first: blocking semantics, as NCCL's.
+      for (int turn = 0; turn < 2; ++turn) {
+        const bool sending = (turn == 0) == (ctx.rank == 0);
+        fwResult_t r = sending ? fwSend(o, count, fwInt32, peer, comm, stream)
+                               : fwRecv(i, count, fwInt32, peer, comm, stream);
+        RANK_CHECK(ctx, r == fwSuccess, sending ? "fwSend" : "fwRecv");
+      }
+      RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
+      for (size_t k = 0; k < count; ++k) {
+        if (i[k] != static_cast<int32_t>(peer * 1000003 + k)) {
+          reportFailure(ctx, "count " + std::to_string(count) + ": element " + std::to_string(k) + " is " +
+                                 std::to_string(i[k]));
+          ++failures;
+          break;
+        }
+      }
+      RANK_CHECK(ctx, in.guardsIntact(), "fwRecv wrote outside its buffer");
+    }
+    return closeRank(ctx, comm, stream, failures);
+  });
+  expectEveryRankPassed(outcomes);
+}
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceSendRecv, ::testing::Values(0, 1), pathName);
 
 // A peer that dies while a device call is queued on the worker: the call
 // has returned, so the failure shows as the communicator's asynchronous
 // error, naming the rank, within the timeout and 2 s; the next call fails.
-TEST(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
+class DeviceAsyncError : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
   constexpr int64_t kTimeoutMs = 5000;
-  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+  const char* path = kPaths[GetParam()];
+  auto outcomes = runRanks(3, [path](const RankContext& ctx) {
     setenv("FAIRWAY_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
     int failures = 0;
@@ -184,31 +258,81 @@ TEST(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
     EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r;
   }
 }
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceAsyncError, ::testing::Values(0, 1), pathName);
 
 struct Layout {
   const char* name;
   std::vector<std::string> nodeOfRank;
 };
-const Layout kLayouts[] = {
-    {"1x4", {"a", "a", "a", "a"}},
-    {"2x2", {"a", "a", "b", "b"}},
+const Layout kOneByFour{"1x4", {"a", "a", "a", "a"}};
+const Layout kTwoByTwo{"2x2", {"a", "a", "b", "b"}};
+// Nodes of different sizes, a node's ranks not consecutive.
+const Layout kThreePlusTwo{"3p2", {"a", "b", "a", "b", "a"}};
+// Uniform, a node's ranks not consecutive (two-phase packs its blocks).
+const Layout kThreeByTwoPermuted{"3x2p", {"c", "a", "b", "b", "a", "c"}};
+
+struct DeviceCase {
+  CollectiveCase collective;
+  const Layout* layout;
+  int path;  // index into kPaths
 };
 
-class StagedDeviceSweep : public ::testing::TestWithParam<std::tuple<int, int>> {};
+// Staged: the collectives themselves, on one node and two. Direct: every
+// host algorithm runs on device memory there, so the forced algorithms
+// too (on one node), and two-phase forced on uniform layouts (with small
+// slices, so its pipeline runs several).
+std::vector<DeviceCase> deviceCases() {
+  std::vector<DeviceCase> out;
+  for (const CollectiveCase& c : collectiveCases()) {
+    if (c.algorithm != nullptr) continue;
+    for (const Layout* layout : {&kOneByFour, &kTwoByTwo}) out.push_back({c, layout, 0});
+  }
+  for (const CollectiveCase& c : collectiveCases()) {
+    if (c.algorithm != nullptr) {
+      out.push_back({c, &kOneByFour, 1});  // a flat algorithm runs alike on any layout
+      continue;
+    }
+    for (const Layout* layout : {&kOneByFour, &kTwoByTwo, &kThreePlusTwo}) out.push_back({c, layout, 1});
+  }
+  static const struct { const char* base; const char* name; const char* algorithm; } kTwoPhase[] = {
+      {"allreduce", "allreduce_twophase", "allreduce:twophase"},
+      {"reducescatter", "reducescatter_twophase", "reducescatter:twophase"},
+      {"allgather", "allgather_twophase", "allgather:twophase"},
+  };
+  for (const auto& forced : kTwoPhase) {
+    for (const CollectiveCase& c : collectiveCases()) {
+      if (c.algorithm != nullptr || std::string(c.name) != forced.base) continue;
+      CollectiveCase copy = c;
+      copy.name = forced.name;
+      copy.algorithm = forced.algorithm;
+      for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted}) out.push_back({copy, layout, 1});
+    }
+  }
+  return out;
+}
 
-TEST_P(StagedDeviceSweep, MatchesReference) {
-  const CollectiveCase& c = collectiveCases()[std::get<0>(GetParam())];
-  const Layout& layout = kLayouts[std::get<1>(GetParam())];
-  const int nranks = static_cast<int>(layout.nodeOfRank.size());
+class DeviceSweep : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceSweep, MatchesReference) {
+  const DeviceCase d = deviceCases()[GetParam()];
+  const CollectiveCase& c = d.collective;
+  const char* path = kPaths[d.path];
+  const bool twoPhase = c.algorithm != nullptr && std::string(c.algorithm).find("twophase") != std::string::npos;
+  const int nranks = static_cast<int>(d.layout->nodeOfRank.size());
   auto outcomes = runRanks(nranks, [&](const RankContext& ctx) {
     // Small slices, so a staged call pipelines several of them.
     setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
+    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
+    if (twoPhase) {
+      setenv("FAIRWAY_SLICE_BYTES", "262144", 1);
+      setenv("FAIRWAY_MIN_SHARD_BYTES", "4096", 1);
+    }
     if (emulatedDevice() == nullptr) {
       reportFailure(ctx, std::string("no host-emulated device runtime: ") + dlerror());
       return 1;
     }
     SweepOptions options;
-    options.nodeOfRank = layout.nodeOfRank;
+    options.nodeOfRank = d.layout->nodeOfRank;
     options.deviceMemory = true;
     options.stream = emulatedDevice()->createStream();
     options.synchronize = synchronizeStream;
@@ -217,27 +341,19 @@ TEST_P(StagedDeviceSweep, MatchesReference) {
     return failures;
   });
   for (int r = 0; r < nranks; ++r) {
-    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << " on " << layout.name << ": rank " << r << " failed";
+    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << " on " << d.layout->name << " " << path << ": rank " << r
+                                       << " failed";
     EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
   }
 }
 
-// The collectives themselves (the forced-algorithm variants are host
-// algorithms the staged path reaches through the host call).
-std::vector<int> plainCases() {
-  std::vector<int> out;
-  for (size_t i = 0; i < collectiveCases().size(); ++i) {
-    if (collectiveCases()[i].algorithm == nullptr) out.push_back(static_cast<int>(i));
-  }
-  return out;
+std::string sweepName(const ::testing::TestParamInfo<int>& info) {
+  const DeviceCase d = deviceCases()[info.param];
+  return std::string(d.collective.name) + "_" + d.layout->name + "_" + kPaths[d.path];
 }
 
-std::string sweepName(const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
-  return std::string(collectiveCases()[std::get<0>(info.param)].name) + "_" + kLayouts[std::get<1>(info.param)].name;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllCollectives, StagedDeviceSweep,
-                         ::testing::Combine(::testing::ValuesIn(plainCases()), ::testing::Values(0, 1)), sweepName);
+INSTANTIATE_TEST_SUITE_P(AllCollectives, DeviceSweep, ::testing::Range(0, static_cast<int>(deviceCases().size())),
+                         sweepName);
 
 }  // namespace
 }  // namespace fairway::testing

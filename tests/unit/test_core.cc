@@ -118,6 +118,25 @@ TEST(Reducer, IntegerOpsAndAverage) {
   EXPECT_EQ(out, (std::vector<int32_t>{2, -1, 0, 64}));
 }
 
+// avg over more ranks than an 8-bit type holds: the rank count is the
+// divisor, not its wrapped value (int8: 200 would be -56; uint8: 256 is 0).
+TEST(Reducer, AverageOfEightBitTypesOverManyRanks) {
+  std::vector<int8_t> s8 = {-100, 100, 127};
+  Reducer(fwInt8, fwAvg, 200).finalize(s8.data(), 3);
+  EXPECT_EQ(s8, (std::vector<int8_t>{0, 0, 0}));
+  std::vector<int8_t> small = {-100, 100, 7};
+  Reducer(fwInt8, fwAvg, 3).finalize(small.data(), 3);
+  EXPECT_EQ(small, (std::vector<int8_t>{-33, 33, 2}));
+  std::vector<uint8_t> u8 = {255, 10};
+  Reducer(fwUint8, fwAvg, 256).finalize(u8.data(), 2);
+  EXPECT_EQ(u8, (std::vector<uint8_t>{0, 0}));
+  Reducer(fwUint8, fwAvg, 1000).finalize(u8.data(), 2);
+  EXPECT_EQ(u8, (std::vector<uint8_t>{0, 0}));
+  std::vector<uint8_t> u8b = {255, 130};
+  Reducer(fwUint8, fwAvg, 128).finalize(u8b.data(), 2);
+  EXPECT_EQ(u8b, (std::vector<uint8_t>{1, 1}));
+}
+
 TEST(Reducer, Int8WrapsLikeTheType) {
   std::vector<int8_t> a = {100}, b = {100}, out(1);
   Reducer(fwInt8, fwSum, 2).combine(out.data(), a.data(), b.data(), 1);

@@ -237,9 +237,29 @@ TEST(TransportPlan, GpuNodeUsesNcclInsideAndUcxBetweenNodes) {
   EXPECT_TRUE(hasReason(plan, "device collectives spanning 2 nodes: allreduce, reduce-scatter and allgather "
                               "two-phase (nccl inside each node, ucx-staged between nodes)", false));
 
-  in.ucxReachesCudaMemory = true;
+  in.ucxReachesDeviceMemory = true;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
   EXPECT_EQ(plan.interDevice, DevicePath::Ucx);
+  EXPECT_EQ(plan.deviceCollectives, DevicePath::Ucx);
+  EXPECT_EQ(plan.deviceOverUcx, DevicePath::Ucx);
+
+  in.ucxDeviceMemory = "staged";  // FAIRWAY_UCX_DEVICE_MEMORY=staged wins over UCX's reach
+  ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
+  EXPECT_EQ(plan.interDevice, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.deviceOverUcx, DevicePath::UcxStaged);
+  EXPECT_TRUE(hasReason(plan, "FAIRWAY_UCX_DEVICE_MEMORY=staged", false));
+}
+
+TEST(TransportPlan, DirectDeviceMemoryNeedsAUcxThatReachesIt) {
+  PlanInputs in = gpuNode();
+  in.ucxDeviceMemory = "direct";
+  TransportPlan plan;
+  Status st = TransportPlan::make(in, &plan);
+  EXPECT_EQ(st.code(), fwInvalidUsage);
+  EXPECT_NE(st.message().find("FAIRWAY_UCX_DEVICE_MEMORY=direct cannot be honoured"), std::string::npos)
+      << st.message();
+  in.ucxReachesDeviceMemory = true;
+  EXPECT_TRUE(TransportPlan::make(in, &plan).isOk());
 }
 
 TEST(TransportPlan, NoGpuMeansHostBuffersOnly) {

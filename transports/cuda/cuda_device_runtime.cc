@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "transports/cuda/cuda_reduce_kernels.h"
 #include "transports/device_runtime.h"
 
 namespace fairway {
@@ -106,6 +107,16 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   Status copyAsync(void* dst, const void* src, size_t bytes, void* stream) override {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMemcpyAsync", e);
+  }
+
+  Status combineAsync(void* dst, const void* a, const void* b, size_t count, fwDataType_t datatype, fwRedOp_t op,
+                      void* stream) override {
+    cudaError_t e = cuda::launchCombine(dst, a, b, count, datatype, op, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("the reduction kernel", e);
+  }
+  Status divideAsync(void* buf, size_t count, fwDataType_t datatype, int divisor, void* stream) override {
+    cudaError_t e = cuda::launchDivide(buf, count, datatype, divisor, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("the average's division kernel", e);
   }
 
   // Through an event, not cudaStreamQuery: a blocking stream's implicit wait

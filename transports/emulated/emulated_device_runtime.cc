@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "core/reducer.h"
 #include "transports/device_runtime.h"
 
 namespace fairway {
@@ -221,6 +222,24 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
     if (bytes == 0) return Status::ok();
     Streams& s = Streams::instance();
     s.enqueue(s.resolve(stream), [dst, src, bytes] { std::memmove(dst, src, bytes); });
+    return Status::ok();
+  }
+
+  // The host's own loops, run by the stream's thread: the same bits as a
+  // host reduction, later than the call, like a kernel.
+  Status combineAsync(void* dst, const void* a, const void* b, size_t count, fwDataType_t datatype, fwRedOp_t op,
+                      void* stream) override {
+    if (count == 0) return Status::ok();
+    Reducer reducer(datatype, op, 1);
+    Streams& s = Streams::instance();
+    s.enqueue(s.resolve(stream), [reducer, dst, a, b, count] { reducer.combine(dst, a, b, count); });
+    return Status::ok();
+  }
+  Status divideAsync(void* buf, size_t count, fwDataType_t datatype, int divisor, void* stream) override {
+    if (count == 0) return Status::ok();
+    Reducer reducer(datatype, fwAvg, divisor);
+    Streams& s = Streams::instance();
+    s.enqueue(s.resolve(stream), [reducer, buf, count] { reducer.finalize(buf, count); });
     return Status::ok();
   }
 

@@ -1,0 +1,65 @@
+// Where a collective's data lives, and how an algorithm copies, combines
+// and keeps scratch memory there. Host buffers use the CPU's reduction
+// loops and memcpy; device buffers that UCX reaches directly use the
+// device runtime (copies and reduction kernels on a stream of its own), so
+// every algorithm is written once and runs on either memory.
+#pragma once
+
+#include <cstddef>
+
+#include "comm/scratch.h"
+#include "core/bytes.h"
+#include "core/reducer.h"
+#include "core/status.h"
+
+namespace fairway {
+
+// The three scratch regions of Scratch, in the space's own memory.
+enum class ScratchRegion { Algorithm, Staging, Outer };
+
+class DataSpace {
+ public:
+  virtual ~DataSpace() = default;
+  virtual bool onDevice() const = 0;
+  // dst and src are the same or disjoint; done when it returns.
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
+  // dst[i] = a[i] op b[i] with the reducer's type and op (dst may be a or b).
+  virtual Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) = 0;
+  // The reducer's finalisation (avg's division), if it has one.
+  virtual Status finalize(const Reducer& reducer, void* buf, size_t count) = 0;
+  // At least `bytes` of the region, valid until the next call of this
+  // region; grow-only. Throws std::bad_alloc when memory runs out.
+  virtual char* scratch(ScratchRegion region, size_t bytes) = 0;
+};
+
+// Host memory: the CPU does the work, scratch comes from Scratch.
+class HostDataSpace final : public DataSpace {
+ public:
+  explicit HostDataSpace(Scratch& scratch) : scratch_(scratch) {}
+  bool onDevice() const override { return false; }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    if (dst != src) copyBytes(dst, src, bytes);
+    return Status::ok();
+  }
+  Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) override {
+    reducer.combine(dst, a, b, count);
+    return Status::ok();
+  }
+  Status finalize(const Reducer& reducer, void* buf, size_t count) override {
+    reducer.finalize(buf, count);
+    return Status::ok();
+  }
+  char* scratch(ScratchRegion region, size_t bytes) override {
+    switch (region) {
+      case ScratchRegion::Algorithm: return static_cast<char*>(scratch_.bytes(bytes));
+      case ScratchRegion::Staging: return static_cast<char*>(scratch_.staging(bytes));
+      case ScratchRegion::Outer: return static_cast<char*>(scratch_.outerBytes(bytes));
+    }
+    return nullptr;
+  }
+
+ private:
+  Scratch& scratch_;
+};
+
+}  // namespace fairway

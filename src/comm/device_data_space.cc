@@ -1,0 +1,59 @@
+#include "comm/device_data_space.h"
+
+#include <new>
+
+namespace fairway {
+
+DeviceDataSpace::DeviceDataSpace(DeviceRuntime& device, int64_t timeoutMs)
+    : device_(device),
+      timeoutMs_(timeoutMs),
+      regions_{{device, StagingBuffer::Kind::Device},
+               {device, StagingBuffer::Kind::Device},
+               {device, StagingBuffer::Kind::Device}} {}
+
+DeviceDataSpace::~DeviceDataSpace() {
+  if (stream_ != nullptr) device_.destroyStream(stream_);
+}
+
+Status DeviceDataSpace::ensureStream() {
+  if (stream_ != nullptr) return Status::ok();
+  return device_.createStream(&stream_);
+}
+
+// The algorithm reads or sends what it just wrote, so each step completes
+// before it returns.
+Status DeviceDataSpace::finish(Status enqueued) {
+  FW_RETURN_IF_ERROR(enqueued);
+  return device_.synchronize(stream_, timeoutMs_);
+}
+
+Status DeviceDataSpace::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return Status::ok();
+  FW_RETURN_IF_ERROR(ensureStream());
+  return finish(device_.copyAsync(dst, src, bytes, stream_));
+}
+
+Status DeviceDataSpace::combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) {
+  if (count == 0) return Status::ok();
+  FW_RETURN_IF_ERROR(ensureStream());
+  return finish(device_.combineAsync(dst, a, b, count, reducer.datatype(), reducer.op(), stream_));
+}
+
+Status DeviceDataSpace::finalize(const Reducer& reducer, void* buf, size_t count) {
+  if (count == 0 || !reducer.finalizes()) return Status::ok();
+  FW_RETURN_IF_ERROR(ensureStream());
+  return finish(device_.divideAsync(buf, count, reducer.datatype(), reducer.divisor(), stream_));
+}
+
+char* DeviceDataSpace::scratch(ScratchRegion region, size_t bytes) {
+  const auto index = static_cast<size_t>(region);
+  // At least one byte, so an empty region still has an address.
+  const size_t wanted = bytes > 0 ? bytes : 1;
+  if (!regions_[index].reserve(wanted).isOk()) throw std::bad_alloc();
+  if (sizes_[index] < wanted) sizes_[index] = wanted;
+  return regions_[index].data();
+}
+
+size_t DeviceDataSpace::scratchBytes() const { return sizes_[0] + sizes_[1] + sizes_[2]; }
+
+}  // namespace fairway
