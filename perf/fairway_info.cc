@@ -180,13 +180,7 @@ int main(int argc, char** argv) {
   std::string mine = describeRank(*comm);
   std::vector<char> record(kRecordBytes, 0), all(kRecordBytes * comm->size(), 0);
   std::memcpy(record.data(), mine.c_str(), std::min(mine.size(), kRecordBytes - 1));
-  CollectiveArgs gather;
-  gather.kind = CollectiveKind::AllGather;
-  gather.datatype = fwUint8;
-  gather.count = kRecordBytes;
-  gather.send = record.data();
-  gather.recv = all.data();
-  st = comm->collective(gather);
+  st = comm->collective(byteCollective(CollectiveKind::AllGather, record.data(), all.data(), kRecordBytes));
   if (st.isOk() && comm->rank() == 0) {
     LocalMachine& machine = comm->machine();
     std::printf("# Fairway %d.%d.%d, %d ranks\n", FAIRWAY_MAJOR, FAIRWAY_MINOR, FAIRWAY_PATCH, comm->size());

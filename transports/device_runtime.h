@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "fairway/fairway.h"
+#include "transports/native_collectives.h"
 #include "transports/transport.h"
 
 namespace fairway {
@@ -74,6 +75,10 @@ class DeviceRuntime {
   virtual void setFlag(uint32_t* flag, uint32_t value) = 0;
   // How streamWaitFlag waits here, for fairway-info and the logs.
   virtual const char* streamWaitMethod() const = 0;
+  // Native collectives on this runtime's own memory where it brings them:
+  // the host-emulated runtime's stand-in for NCCL, so the NCCL branches run
+  // in tests. Null for CUDA, whose come from the NCCL plugin.
+  virtual const NativeCollectivesEntry* nativeCollectives() { return nullptr; }
 };
 
 struct DeviceRuntimePlugin {

@@ -10,6 +10,7 @@
 
 #include "algorithms/chunk_layout.h"
 #include "algorithms/data_space.h"
+#include "algorithms/node_phase.h"
 #include "algorithms/pipeline_settings.h"
 #include "comm/messenger.h"
 #include "comm/scratch.h"
@@ -41,9 +42,21 @@ class CollectiveContext {
   // as communicator ranks, which must outlive the result) with its own
   // reducer: how composite algorithms run their phases.
   CollectiveContext over(const std::vector<int>& groupRanks, const Reducer* reducer) const {
-    return CollectiveContext(messenger_, scratch_, space_, groupRanks, sequence_, signature_, elementSize_, reducer,
-                             pipeline_);
+    CollectiveContext sub(messenger_, scratch_, space_, groupRanks, sequence_, signature_, elementSize_, reducer,
+                          pipeline_);
+    sub.hierarchy_ = hierarchy_;
+    return sub;
   }
+  // Who serves a hierarchical algorithm's phases (node_phase.h); by
+  // default the ring inside nodes and the data space along rails.
+  void setHierarchy(const Hierarchy& hierarchy) { hierarchy_ = hierarchy; }
+  const Hierarchy& hierarchy() const { return hierarchy_; }
+  NodePhase& nodePhase() { return hierarchy_.node != nullptr ? *hierarchy_.node : ringNodePhase_; }
+  DataSpace& railSpace() { return hierarchy_.rail != nullptr ? *hierarchy_.rail : space_; }
+  // Whether the rail phase works in other memory than the data, so slices
+  // are copied between the two at the phase boundaries.
+  bool railStaged() const { return hierarchy_.rail != nullptr && hierarchy_.rail != &space_; }
+  char* railBytes(size_t bytes) { return railSpace().scratch(ScratchRegion::Rail, bytes); }
   // Which node each rank sits on, when this context is a whole communicator.
   const RankLayout* layout() const { return layout_; }
   void setLayout(const RankLayout* layout) { layout_ = layout; }
@@ -119,6 +132,8 @@ class CollectiveContext {
   const Reducer* reducer_;
   PipelineSettings pipeline_;
   const RankLayout* layout_ = nullptr;
+  Hierarchy hierarchy_;
+  RingNodePhase ringNodePhase_;
   int rank_ = 0;
   int size_ = 1;
 };

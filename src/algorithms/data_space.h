@@ -14,8 +14,12 @@
 
 namespace fairway {
 
-// The three scratch regions of Scratch, in the space's own memory.
-enum class ScratchRegion { Algorithm, Staging, Outer };
+// The scratch regions of Scratch, in the space's own memory: an
+// algorithm's own, the collective layer's staging, a composite algorithm's
+// (valid while the algorithms it runs use theirs), and a hierarchical
+// algorithm's rail buffers.
+enum class ScratchRegion { Algorithm, Staging, Outer, Rail };
+constexpr int kScratchRegions = 4;
 
 class DataSpace {
  public:
@@ -32,10 +36,9 @@ class DataSpace {
   virtual char* scratch(ScratchRegion region, size_t bytes) = 0;
 };
 
-// Host memory: the CPU does the work, scratch comes from Scratch.
-class HostDataSpace final : public DataSpace {
+// Memory the CPU works on: memcpy and the reduction loops.
+class CpuDataSpace : public DataSpace {
  public:
-  explicit HostDataSpace(Scratch& scratch) : scratch_(scratch) {}
   bool onDevice() const override { return false; }
   Status copy(void* dst, const void* src, size_t bytes) override {
     if (dst != src) copyBytes(dst, src, bytes);
@@ -49,11 +52,18 @@ class HostDataSpace final : public DataSpace {
     reducer.finalize(buf, count);
     return Status::ok();
   }
+};
+
+// Host buffers: scratch comes from Scratch.
+class HostDataSpace final : public CpuDataSpace {
+ public:
+  explicit HostDataSpace(Scratch& scratch) : scratch_(scratch) {}
   char* scratch(ScratchRegion region, size_t bytes) override {
     switch (region) {
       case ScratchRegion::Algorithm: return static_cast<char*>(scratch_.bytes(bytes));
       case ScratchRegion::Staging: return static_cast<char*>(scratch_.staging(bytes));
       case ScratchRegion::Outer: return static_cast<char*>(scratch_.outerBytes(bytes));
+      case ScratchRegion::Rail: return static_cast<char*>(scratch_.railBytes(bytes));
     }
     return nullptr;
   }

@@ -6,6 +6,10 @@
 //     be contiguous by node).
 // Slices of the block pipeline as in the other two-phase algorithms: the
 // exchange of later slices crosses the network while a slice's stage B runs.
+// The intra-node allgather is the context's node provider (the ring, or
+// NCCL); when the rail works in other memory (device buffers staged
+// through pinned host memory), this rank's slice is copied there before
+// the exchange and the rail's M slices are copied back after it.
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -27,17 +31,23 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};
   const int slots = std::max(1, p.slicesInFlight);
   const size_t maxLen = slices.chunkCount(0);
-  // Per slot, the slice of every rank's block, ordered (local rank, node).
+  NodePhase& nodePhase = ctx.nodePhase();
+  const bool staged = ctx.railStaged();
+  // Per slot, the slice of every rank's block, ordered (local rank, node);
+  // when staged, the rail's M slices in rail memory too.
   char* base = ctx.outerBytes(slots * n * maxLen * es + 64);
   auto gathered = [&](int s) { return base + (s % slots) * n * maxLen * es; };
+  char* railBase = staged ? ctx.railBytes(slots * g.M * maxLen * es + 64) : nullptr;
   const size_t perSlice = 2 * (g.M - 1);
   Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
 
   auto stageA = [&](int s) -> Status {
     const size_t len = slices.chunkCount(s);
-    char* railBlocks = gathered(s) + static_cast<size_t>(g.d) * g.M * len * es;
+    char* railBlocks = staged ? railBase + (s % slots) * g.M * maxLen * es
+                              : gathered(s) + static_cast<size_t>(g.d) * g.M * len * es;
     const char* mine = static_cast<const char*>(send) + slices.chunkOffset(s) * es;
     FW_RETURN_IF_ERROR(ctx.copy(railBlocks + g.m * len * es, mine, len));
+    if (staged) mine = railBlocks + g.m * len * es;
     return postRailExchange(
         rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice, [&](int) { return mine; },
         [&](int) { return len; }, [&](int j) { return railBlocks + j * len * es; }, [&](int) { return len; });
@@ -45,7 +55,11 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
   auto stageB = [&](int s) -> Status {
     const size_t len = slices.chunkCount(s);
     FW_RETURN_IF_ERROR(ctx.waitAll(pendings + (s % slots) * perSlice, perSlice));
-    FW_RETURN_IF_ERROR(ringAllgather(node, gathered(s), equalChunks(g.M * len, g.D)));
+    if (staged) {
+      FW_RETURN_IF_ERROR(ctx.copy(gathered(s) + static_cast<size_t>(g.d) * g.M * len * es,
+                                  railBase + (s % slots) * g.M * maxLen * es, g.M * len));
+    }
+    FW_RETURN_IF_ERROR(nodePhase.allgather(node, gathered(s), equalChunks(g.M * len, g.D)));
     for (int d = 0; d < g.D; ++d) {
       for (int m = 0; m < g.M; ++m) {
         FW_RETURN_IF_ERROR(

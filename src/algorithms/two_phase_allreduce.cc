@@ -11,6 +11,10 @@
 // stage C as many again, so while a slice's intra-node phases run, earlier
 // slices' exchanges cross the network. Inter-node bytes per rank are
 // 2(M-1)/(M*D) of the buffer, where a flat ring moves 2(N-1)/N.
+// The intra-node phases are the context's node provider (the ring, or
+// NCCL); when the rail works in other memory (device buffers staged
+// through pinned host memory), block d's node sum is copied there after
+// stage A, reduced and diffused there, and copied back before stage C.
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -35,9 +39,19 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
   const int slots = 2 * lag + 1;                      // slices alive at once
   const size_t maxBlock = ChunkLayout{slices.chunkCount(0), g.D}.chunkCount(0);
   const size_t maxShard = ChunkLayout{maxBlock, g.M}.chunkCount(0);
-  char* base = ctx.outerBytes(slots * (maxBlock + g.M * maxShard) * es + 64);
-  auto nodeSum = [&](int s) { return base + (s % slots) * (maxBlock + g.M * maxShard) * es; };
-  auto railIn = [&](int s) { return nodeSum(s) + maxBlock * es; };
+  NodePhase& nodePhase = ctx.nodePhase();
+  DataSpace& railSpace = ctx.railSpace();
+  const bool staged = ctx.railStaged();
+  // Per slot: the node's sum of block d (data memory); the other nodes'
+  // shards of it and, when staged, its copy (rail memory).
+  char* sums = ctx.outerBytes(slots * maxBlock * es + 64);
+  const size_t railSlot = (g.M * maxShard + (staged ? maxBlock : 0)) * es;
+  char* railBase = ctx.railBytes(slots * railSlot + 64);
+  auto nodeSum = [&](int s) { return sums + (s % slots) * maxBlock * es; };
+  auto railIn = [&](int s) { return railBase + (s % slots) * railSlot; };
+  auto railOwn = [&](int s) { return railIn(s) + g.M * maxShard * es; };  // staged only
+  // Block d's node sum as the rail reads it.
+  auto railSum = [&](int s) { return staged ? railOwn(s) : nodeSum(s); };
   const size_t perSlice = 2 * (g.M - 1);
   Pending* exchanges = ctx.outerPendings(2 * slots * perSlice + 1);
   Pending* diffuses = exchanges + slots * perSlice;
@@ -61,13 +75,20 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
     return static_cast<char*>(recv) + (geo.offset + geo.blockOffset + geo.shards.chunkOffset(j)) * es;
   };
 
+  // Where shard j of block d is reduced and diffused: in recv, or in the
+  // staged copy.
+  auto shardAt = [&](const Geometry& geo, int s, int j) {
+    return staged ? railOwn(s) + geo.shards.chunkOffset(j) * es : shardInRecv(geo, j);
+  };
+
   auto stageA = [&](int s) -> Status {
     Geometry geo = geometry(s);
-    FW_RETURN_IF_ERROR(ringReduceScatter(node, static_cast<const char*>(send) + geo.offset * es, nodeSum(s),
-                                         geo.blocks, static_cast<char*>(recv) + geo.offset * es));
+    FW_RETURN_IF_ERROR(nodePhase.reduceScatter(node, static_cast<const char*>(send) + geo.offset * es, nodeSum(s),
+                                               geo.blocks, static_cast<char*>(recv) + geo.offset * es));
+    if (staged) FW_RETURN_IF_ERROR(ctx.copy(railOwn(s), nodeSum(s), geo.blocks.chunkCount(g.d)));
     return postRailExchange(
         rail, static_cast<uint32_t>(2 * s), exchanges + (s % slots) * perSlice,
-        [&](int j) { return nodeSum(s) + geo.shards.chunkOffset(j) * es; },
+        [&](int j) { return railSum(s) + geo.shards.chunkOffset(j) * es; },
         [&](int j) { return geo.shards.chunkCount(j); },
         [&](int j) { return railIn(s) + j * maxShard * es; }, [&](int) { return geo.shards.chunkCount(g.m); });
   };
@@ -75,25 +96,26 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
     Geometry geo = geometry(s);
     FW_RETURN_IF_ERROR(ctx.waitAll(exchanges + (s % slots) * perSlice, perSlice));
     const size_t len = geo.shards.chunkCount(g.m);
-    char* mine = shardInRecv(geo, g.m);
-    const char* own = nodeSum(s) + geo.shards.chunkOffset(g.m) * es;
-    if (g.M == 1) FW_RETURN_IF_ERROR(ctx.copy(mine, own, len));  // scratch and recv: disjoint
+    char* mine = shardAt(geo, s, g.m);
+    const char* own = railSum(s) + geo.shards.chunkOffset(g.m) * es;
+    if (g.M == 1) FW_RETURN_IF_ERROR(ctx.copy(mine, own, len));  // scratch and recv: disjoint, or the same
     bool first = true;
     for (int j = 0; j < g.M; ++j) {
       if (j == g.m) continue;
-      FW_RETURN_IF_ERROR(ctx.combine(phase, mine, first ? own : mine, railIn(s) + j * maxShard * es, len));
+      FW_RETURN_IF_ERROR(railSpace.combine(phase, mine, first ? own : mine, railIn(s) + j * maxShard * es, len));
       first = false;
     }
-    FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), mine, len));
+    FW_RETURN_IF_ERROR(railSpace.finalize(ctx.reducer(), mine, len));
     return postRailExchange(
         rail, static_cast<uint32_t>(2 * s + 1), diffuses + (s % slots) * perSlice, [&](int) { return mine; },
-        [&](int) { return len; }, [&](int j) { return shardInRecv(geo, j); },
+        [&](int) { return len; }, [&](int j) { return shardAt(geo, s, j); },
         [&](int j) { return geo.shards.chunkCount(j); });
   };
   auto stageC = [&](int s) -> Status {
     Geometry geo = geometry(s);
     FW_RETURN_IF_ERROR(ctx.waitAll(diffuses + (s % slots) * perSlice, perSlice));
-    return ringAllgather(node, static_cast<char*>(recv) + geo.offset * es, geo.blocks);
+    if (staged) FW_RETURN_IF_ERROR(ctx.copy(shardInRecv(geo, 0), railOwn(s), geo.blocks.chunkCount(g.d)));
+    return nodePhase.allgather(node, static_cast<char*>(recv) + geo.offset * es, geo.blocks);
   };
 
   const int total = slices.n;

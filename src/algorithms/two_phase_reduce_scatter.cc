@@ -13,7 +13,11 @@
 //
 // The buffer is cut into slices along the chunk; slice s's exchange crosses
 // the network while slice s+1's intra-node phase runs (slicesInFlight
-// slices in the pipeline at most).
+// slices in the pipeline at most). The intra-node phase is the context's
+// node provider (rings, or NCCL, which reads packed blocks); when the rail
+// works in other memory (device buffers staged through pinned host
+// memory), the node's sums are copied there before the exchange and the
+// finished chunk is copied back.
 #include <algorithm>
 #include <cstring>
 
@@ -41,16 +45,25 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   // messages the same size, which keeps them at or above UCX's rendezvous
   // threshold: zero-copy (CMA) instead of copy-in/copy-out through shared
   // memory, a quarter less CPU per byte on 2 nodes x 4.
-  const size_t sliceWholeBytes = count * (g.nodesConsecutive ? g.D : n) * es;
+  NodePhase& nodePhase = ctx.nodePhase();
+  DataSpace& railSpace = ctx.railSpace();
+  const bool staged = ctx.railStaged();
+  const bool strided = g.nodesConsecutive && nodePhase.readsStrided();
+  const size_t sliceWholeBytes = count * (strided ? g.D : n) * es;
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, sliceWholeBytes, count, 1, es))};
   const size_t maxLen = slices.chunkCount(0);
-  // Outer memory: per slot the node's sums and the rail's contributions,
-  // then the ring's partial sums: a packed slice, or one node's blocks.
-  const size_t partialElems = g.nodesConsecutive ? (g.D - 1) * count + maxLen : n * maxLen;
-  char* sums = ctx.outerBytes((slots * 2 * g.M * maxLen + partialElems) * es + 64);
-  char* packed = sums + slots * 2 * g.M * maxLen * es;
-  auto nodeSum = [&](size_t s) { return sums + (s % slots) * 2 * g.M * maxLen * es; };
-  auto railIn = [&](size_t s) { return nodeSum(s) + g.M * maxLen * es; };
+  // Outer memory (data): per slot the node's sums, then the ring's partial
+  // sums: a packed slice, or one node's blocks. Rail memory: per slot the
+  // other nodes' contributions and, when staged, a copy of the node's sums.
+  const size_t partialElems = strided ? (g.D - 1) * count + maxLen : n * maxLen;
+  char* sums = ctx.outerBytes((slots * g.M * maxLen + partialElems) * es + 64);
+  char* packed = sums + slots * g.M * maxLen * es;
+  auto nodeSum = [&](size_t s) { return sums + (s % slots) * g.M * maxLen * es; };
+  const size_t railSlot = (staged ? 2 : 1) * g.M * maxLen * es;
+  char* railBase = ctx.railBytes(slots * railSlot + 64);
+  auto railIn = [&](size_t s) { return railBase + (s % slots) * railSlot; };
+  // The node's sums as the rail reads them.
+  auto railSum = [&](size_t s) { return staged ? railIn(s) + g.M * maxLen * es : nodeSum(s); };
   const size_t perSlice = 2 * (g.M - 1);
   Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
 
@@ -59,19 +72,21 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     Pending* mine = pendings + (s % slots) * perSlice;
     FW_RETURN_IF_ERROR(ctx.waitAll(mine, perSlice));
     char* out = static_cast<char*>(recv) + slices.chunkOffset(static_cast<int>(s)) * es;
-    const char* own = nodeSum(s) + g.m * len * es;
+    const char* own = railSum(s) + g.m * len * es;
+    // Reduced in rail memory: into recv itself, or into the staged copy.
+    char* sum = staged ? railSum(s) + g.m * len * es : out;
     if (g.M == 1) {
-      FW_RETURN_IF_ERROR(ctx.copy(out, own, len));  // scratch and recv: disjoint
+      FW_RETURN_IF_ERROR(ctx.copy(sum, own, len));  // scratch and recv: disjoint, or the same
     } else {
       bool first = true;
       for (int j = 0; j < g.M; ++j) {
         if (j == g.m) continue;
-        FW_RETURN_IF_ERROR(ctx.combine(phase, out, first ? own : out, railIn(s) + j * len * es, len));
+        FW_RETURN_IF_ERROR(railSpace.combine(phase, sum, first ? own : sum, railIn(s) + j * len * es, len));
         first = false;
       }
     }
-    FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), out, len));
-    return Status::ok();
+    FW_RETURN_IF_ERROR(railSpace.finalize(ctx.reducer(), sum, len));
+    return staged ? ctx.copy(out, sum, len) : Status::ok();
   };
 
   const size_t total = static_cast<size_t>(slices.n);
@@ -79,11 +94,11 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
     if (s >= static_cast<size_t>(slots)) FW_RETURN_IF_ERROR(finish(s - slots));
     const size_t len = slices.chunkCount(static_cast<int>(s));
     const size_t from = slices.chunkOffset(static_cast<int>(s));
-    if (g.nodesConsecutive) {
+    if (strided) {
       for (int m = 0; m < g.M; ++m) {
         const char* blocks = static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, 0)) * count + from) * es;
-        FW_RETURN_IF_ERROR(ringReduceScatter(node, blocks, nodeSum(s) + m * len * es,
-                                             stridedChunks(len, g.D, count), packed));
+        FW_RETURN_IF_ERROR(nodePhase.reduceScatter(node, blocks, nodeSum(s) + m * len * es,
+                                                   stridedChunks(len, g.D, count), packed));
       }
     } else {
       for (int d = 0; d < g.D; ++d) {
@@ -93,11 +108,12 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
                        static_cast<const char*>(send) + (static_cast<size_t>(g.rankAt(m, d)) * count + from) * es, len));
         }
       }
-      FW_RETURN_IF_ERROR(ringReduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));
+      FW_RETURN_IF_ERROR(nodePhase.reduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));
     }
+    if (staged) FW_RETURN_IF_ERROR(ctx.copy(railSum(s), nodeSum(s), g.M * len));
     FW_RETURN_IF_ERROR(postRailExchange(
         rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice,
-        [&](int j) { return nodeSum(s) + j * len * es; }, [&](int) { return len; },
+        [&](int j) { return railSum(s) + j * len * es; }, [&](int) { return len; },
         [&](int j) { return railIn(s) + j * len * es; }, [&](int) { return len; }));
   }
   for (size_t s = total > static_cast<size_t>(slots) ? total - slots : 0; s < total; ++s) FW_RETURN_IF_ERROR(finish(s));

@@ -28,6 +28,17 @@ struct CollectiveArgs {
   const size_t* rdispls = nullptr;
 };
 
+// A collective moving `bytes` raw bytes (records the ranks exchange).
+inline CollectiveArgs byteCollective(CollectiveKind kind, const void* send, void* recv, size_t bytes) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.datatype = fwUint8;
+  args.count = bytes;
+  args.send = send;
+  args.recv = recv;
+  return args;
+}
+
 // The bytes of sendbuff and of recvbuff this rank's call reads or writes
 // (0 where a buffer is not used, as recvbuff on a non-root of reduce).
 // Only for validated arguments.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "comm/link_probe.h"
@@ -163,13 +164,20 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
 
   int ranksOnHost = 0;
   for (bool same : sameHost) ranksOnHost += same ? 1 : 0;
+  // The most ranks any communicator of this process has seen on this host:
+  // a split (or a node's group) of a few ranks still shares the cores with
+  // the job's other processes, so it must yield as the whole job does.
+  static std::atomic<int> mostRanksOnHost{0};
+  int seen = mostRanksOnHost.load();
+  while (seen < ranksOnHost && !mostRanksOnHost.compare_exchange_weak(seen, ranksOnHost)) {}
+  const int processesOnHost = std::max(seen, ranksOnHost);
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const bool oversubscribed = cpus > 0 && ranksOnHost > cpus;
+  const bool oversubscribed = cpus > 0 && processesOnHost > cpus;
   auto messenger = std::make_unique<Messenger>(std::move(routes), rank, std::move(peers), config, oversubscribed);
   FW_RETURN_IF_ERROR(messenger->start());
   FW_LOG(Info, Init, "rank %d of %d: node %d of %d (%s), local rank %d of %d, %d ranks on %ld CPUs: idle waits %s",
          rank, size, layout.nodeOf(rank), layout.nodeCount(), layout.describe().c_str(), localRank,
-         layout.localSizeOf(rank), ranksOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
+         layout.localSizeOf(rank), processesOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
   out->reset(new Communicator(config, selector, std::move(messenger), layout, plan, machine, net));
   // The cost model matters only across nodes.
   if (config.measureLinks && layout.nodeCount() > 1) FW_RETURN_IF_ERROR((*out)->adoptMeasuredLinks());
@@ -248,7 +256,7 @@ Status Communicator::asyncError() {
 }
 
 Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
-                             DataSpace& space) {
+                             DataSpace& space, const Hierarchy& hierarchy) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   bool reduces = args.kind == CollectiveKind::AllReduce || args.kind == CollectiveKind::ReduceScatter ||
                  args.kind == CollectiveKind::Reduce;
@@ -259,6 +267,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
+  ctx.setHierarchy(hierarchy);
   Status st;
   try {
     st = runCollective(ctx, args, selector_);
@@ -393,6 +402,11 @@ Status Communicator::destroy() {
   // After a failure NCCL's enqueued work may never finish: abort it rather
   // than wait for it when the communicator is freed.
   if (!st.isOk() && device_) device_->abort();
+  // The device side goes before the connections close: the NCCL
+  // communicators of its nodes are torn down collectively, and a peer
+  // blocked there would not progress this communicator's transport, whose
+  // graceful close waits for every peer (a minute's stall when it did).
+  device_.reset();
   messenger_->disconnect();
   return st;
 }

@@ -60,9 +60,11 @@ class Communicator {
   // numbers; it must not call collective() (the worker would wait for itself).
   Status startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn);
   Status runReserved(const CollectiveArgs& args, uint32_t sequence) { return execute(args, sequence, {}, hostSpace_); }
-  // The same on buffers in another data space (device memory UCX reaches).
-  Status runReserved(const CollectiveArgs& args, uint32_t sequence, DataSpace& space) {
-    return execute(args, sequence, {}, space);
+  // The same on buffers in another data space (device memory), with the
+  // providers of a hierarchical algorithm's phases.
+  Status runReserved(const CollectiveArgs& args, uint32_t sequence, DataSpace& space,
+                     const Hierarchy& hierarchy = Hierarchy()) {
+    return execute(args, sequence, {}, space, hierarchy);
   }
   // The next point-to-point message numbers to and from peer, reserved in
   // call order for a message posted later (postSendNumbered/postRecvNumbered).
@@ -99,7 +101,8 @@ class Communicator {
   // FAIRWAY_MEASURE_LINKS: measures the links and gives them to the selector.
   Status adoptMeasuredLinks();
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
-  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group, DataSpace& space);
+  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group, DataSpace& space,
+                 const Hierarchy& hierarchy = Hierarchy());
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
                                std::vector<std::vector<uint8_t>>* all);
 

@@ -45,6 +45,19 @@ Status allocateDoneFlag(DeviceRuntime& device, uint32_t** out) {
   return Status::ok();
 }
 
+// This rank's NCCL id in a record of kUniqueIdMessageBytes: its length,
+// then the id. A rank that could not make one still sends its record
+// (length 0), so no rank is left waiting; its failure is returned.
+Status makeIdRecord(const NativeCollectivesEntry& nccl, uint8_t* record) {
+  std::vector<uint8_t> id;
+  Status made = nccl.makeUniqueId(&id);
+  if (made.isOk() && id.size() + 4 > kUniqueIdMessageBytes) made = Status(fwInternalError, "nccl unique id too long");
+  const uint32_t length = made.isOk() ? static_cast<uint32_t>(id.size()) : 0;
+  std::memcpy(record, &length, 4);
+  if (length > 0) std::memcpy(record + 4, id.data(), length);
+  return made;
+}
+
 }  // namespace
 
 DeviceCollectives::DeviceCollectives(Communicator& comm)
@@ -52,11 +65,11 @@ DeviceCollectives::DeviceCollectives(Communicator& comm)
       device_(*comm.machine().device),
       timeoutMs_(comm.config().timeoutMs),
       slices_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}},
-      whole_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}},
-      twoPhase_(comm, device_) {}
+      whole_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}} {}
 
 DeviceCollectives::~DeviceCollectives() {
   native_.reset();
+  nodePhase_.reset();
   for (void* event : sliceReady_) {
     if (event != nullptr) device_.destroyEvent(event);
   }
@@ -88,37 +101,30 @@ Status DeviceCollectives::ensureNative() {
   // Rank 0 makes the id; everyone gets it over Fairway's own broadcast. A
   // failure on rank 0 still broadcasts (an empty id) so no rank is left waiting.
   uint8_t message[kUniqueIdMessageBytes] = {};
-  Status made;
-  if (comm_.rank() == 0) {
-    std::vector<uint8_t> id;
-    made = comm_.machine().nccl->makeUniqueId(&id);
-    if (made.isOk() && id.size() + 4 > sizeof(message)) made = Status(fwInternalError, "nccl unique id too long");
-    uint32_t length = made.isOk() ? static_cast<uint32_t>(id.size()) : 0;
-    std::memcpy(message, &length, 4);
-    if (length > 0) std::memcpy(message + 4, id.data(), length);
-  }
-  CollectiveArgs bcast;
-  bcast.kind = CollectiveKind::Broadcast;
-  bcast.datatype = fwUint8;
-  bcast.count = sizeof(message);
-  bcast.send = message;
-  bcast.recv = message;
-  FW_RETURN_IF_ERROR(comm_.collective(bcast).withContext("sending the NCCL unique id"));
+  const Status made = comm_.rank() == 0 ? makeIdRecord(*comm_.machine().nccl, message) : Status::ok();
+  FW_RETURN_IF_ERROR(comm_.collective(byteCollective(CollectiveKind::Broadcast, message, message, sizeof(message)))
+                         .withContext("sending the NCCL unique id"));
   FW_RETURN_IF_ERROR(made.withContext("rank 0 making the NCCL unique id"));
+  std::string busId;
+  FW_RETURN_IF_ERROR(createNative(comm_.rank(), comm_.size(), message, 0, &native_, &busId));
+  FW_LOG(Info, Init, "rank %d: NCCL communicator of %d ranks on GPU %s", comm_.rank(), comm_.size(), busId.c_str());
+  return Status::ok();
+}
+
+// A native communicator of `size` ranks from the id record rank `maker` made.
+Status DeviceCollectives::createNative(int rank, int size, const uint8_t* record, int maker,
+                                       std::unique_ptr<NativeCollectives>* out, std::string* busId) {
   uint32_t length = 0;
-  std::memcpy(&length, message, 4);
-  if (length == 0 || length + 4 > sizeof(message)) {
-    return Status(fwRemoteError, "rank 0 could not make an NCCL unique id");
+  std::memcpy(&length, record, 4);
+  if (length == 0 || length + 4 > kUniqueIdMessageBytes) {
+    return Status(fwRemoteError, "rank " + std::to_string(maker) + " could not make an NCCL unique id");
   }
   NativeInitArgs init;
-  init.rank = comm_.rank();
-  init.size = comm_.size();
-  init.uniqueId.assign(message + 4, message + 4 + length);
-  std::string busId;
-  FW_RETURN_IF_ERROR(device_.currentDevice(&init.device, &busId));
-  FW_RETURN_IF_ERROR(comm_.machine().nccl->create(init, &native_));
-  FW_LOG(Info, Init, "rank %d: NCCL communicator of %d ranks on GPU %s", init.rank, init.size, busId.c_str());
-  return Status::ok();
+  init.rank = rank;
+  init.size = size;
+  init.uniqueId.assign(record + 4, record + 4 + length);
+  FW_RETURN_IF_ERROR(device_.currentDevice(&init.device, busId));
+  return comm_.machine().nccl->create(init, out);
 }
 
 Status DeviceCollectives::runNative(const CollectiveArgs& a, void* stream) {
@@ -354,21 +360,69 @@ Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, uint32_t first
   return device_.synchronize(copyStream_, timeoutMs_);
 }
 
+bool DeviceCollectives::twoPhaseHandles(const CollectiveArgs& a) const {
+  const RankLayout& layout = comm_.layout();
+  if (!comm_.plan().deviceTwoPhase || layout.nodeCount() < 2 || !layout.uniform()) return false;
+  const bool twoPhaseKind = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter ||
+                            a.kind == CollectiveKind::AllGather;
+  return twoPhaseKind && ncclRuns(comm_.machine().nccl, a);
+}
+
+// Collective over the communicator, at the first two-phase call (the same
+// call on every rank): each node's local rank 0 makes an NCCL id, one
+// allgather carries them all, and each node's ranks form their NCCL
+// communicator. On the caller's thread, like NCCL's own initialisation.
+Status DeviceCollectives::ensureNodePhase() {
+  if (nodePhase_) return Status::ok();
+  const RankLayout& layout = comm_.layout();
+  const int rank = comm_.rank(), node = layout.nodeOf(rank);
+  std::vector<uint8_t> mine(kUniqueIdMessageBytes, 0), all(kUniqueIdMessageBytes * comm_.size(), 0);
+  const Status made =
+      layout.localRankOf(rank) == 0 ? makeIdRecord(*comm_.machine().nccl, mine.data()) : Status::ok();
+  FW_RETURN_IF_ERROR(comm_.collective(byteCollective(CollectiveKind::AllGather, mine.data(), all.data(),
+                                                     kUniqueIdMessageBytes))
+                         .withContext("exchanging the nodes' NCCL unique ids"));
+  FW_RETURN_IF_ERROR(made.withContext("making this node's NCCL unique id"));
+  const int leader = layout.ranksOfNode(node)[0];
+  std::unique_ptr<NativeCollectives> native;
+  std::string busId;
+  FW_RETURN_IF_ERROR(createNative(layout.localRankOf(rank), layout.localSizeOf(rank),
+                                  all.data() + static_cast<size_t>(leader) * kUniqueIdMessageBytes, leader, &native,
+                                  &busId)
+                         .withContext("the node's NCCL communicator"));
+  nodePhase_ = std::make_unique<NativeNodePhase>(device_, timeoutMs_, std::move(native));
+  if (!direct()) railSpace_ = std::make_unique<PinnedDataSpace>(device_);
+  FW_LOG(Info, Coll, "rank %d: two-phase on device buffers: NCCL over node %d (%d ranks, GPU %s), rail over %s",
+         rank, node, layout.localSizeOf(rank), busId.c_str(), direct() ? "UCX on device memory" : "UCX through pinned host memory");
+  return Status::ok();
+}
+
+Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, uint32_t sequence) {
+  Hierarchy hierarchy;
+  hierarchy.node = nodePhase_.get();
+  hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
+  hierarchy.required = true;
+  return comm_.runReserved(a, sequence, deviceSpace(), hierarchy);
+}
+
 bool DeviceCollectives::direct() const { return comm_.plan().deviceOverUcx == DevicePath::Ucx; }
 
-DeviceDataSpace& DeviceCollectives::directSpace() {
-  if (!directSpace_) directSpace_ = std::make_unique<DeviceDataSpace>(device_, timeoutMs_);
-  return *directSpace_;
+DeviceDataSpace& DeviceCollectives::deviceSpace() {
+  if (!deviceSpace_) deviceSpace_ = std::make_unique<DeviceDataSpace>(device_, timeoutMs_);
+  return *deviceSpace_;
 }
 
 Status DeviceCollectives::runDirect(const CollectiveArgs& a, uint32_t sequence) {
-  return comm_.runReserved(a, sequence, directSpace());
+  return comm_.runReserved(a, sequence, deviceSpace());
 }
 
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (nativeHandles(a)) return runNative(a, stream);
-  if (twoPhase_.handles(a)) return twoPhase_.run(a, stream);
+  if (twoPhaseHandles(a)) {
+    FW_RETURN_IF_ERROR(ensureNodePhase());
+    return enqueueOnWorker(stream, 1, [this, a](uint32_t sequence) { return runTwoPhase(a, sequence); });
+  }
   if (direct()) {
     return enqueueOnWorker(stream, 1, [this, a](uint32_t sequence) { return runDirect(a, sequence); });
   }
@@ -478,13 +532,14 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
 
 Status DeviceCollectives::asyncError() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (nodePhase_) FW_RETURN_IF_ERROR(nodePhase_->asyncError());
   return native_ ? native_->asyncError() : Status::ok();
 }
 
 void DeviceCollectives::abort() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (native_) native_->abort();
-  twoPhase_.abort();
+  if (nodePhase_) nodePhase_->abort();
 }
 
 }  // namespace fairway

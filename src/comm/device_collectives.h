@@ -16,7 +16,7 @@
 
 #include "comm/collective_args.h"
 #include "comm/device_data_space.h"
-#include "comm/device_two_phase.h"
+#include "comm/native_node_phase.h"
 #include "comm/staging_buffer.h"
 #include "core/status.h"
 #include "transports/device_runtime.h"
@@ -46,6 +46,8 @@ class DeviceCollectives {
  private:
   bool nativeHandles(const CollectiveArgs& args) const;
   Status ensureNative();
+  Status createNative(int rank, int size, const uint8_t* idRecord, int maker, std::unique_ptr<NativeCollectives>* out,
+                      std::string* busId);
   Status runNative(const CollectiveArgs& args, void* stream);
   // Queues body for the worker, ordered on stream as described above, with
   // `collectives` collective numbers reserved for it.
@@ -61,11 +63,17 @@ class DeviceCollectives {
   size_t blockSliceElements(const CollectiveArgs& args) const;
   Status runStagedBlocks(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
   Status runStagedWhole(const CollectiveArgs& args, uint32_t firstSequence);
+  // Two-phase across nodes with NCCL inside them: the one two-phase
+  // algorithm, its node phase NCCL over this node's ranks, its rail phase
+  // over UCX on device memory or through pinned host memory.
+  bool twoPhaseHandles(const CollectiveArgs& args) const;
+  Status ensureNodePhase();
+  Status runTwoPhase(const CollectiveArgs& args, uint32_t sequence);
   // UCX on the device buffers themselves: the host algorithm, its copies
   // and reductions on the device (DeviceDataSpace).
   bool direct() const;
   Status runDirect(const CollectiveArgs& args, uint32_t sequence);
-  DeviceDataSpace& directSpace();
+  DeviceDataSpace& deviceSpace();
   size_t messageSlices(size_t bytes) const;
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
   Status stagedRecv(void* buf, size_t bytes, int peer, uint64_t number);
@@ -90,8 +98,9 @@ class DeviceCollectives {
   void* sliceReady_[2] = {nullptr, nullptr};
   StagingBuffer slices_[2];
   StagingBuffer whole_[2];  // send and receive sides of a block-sliced or whole collective
-  std::unique_ptr<DeviceDataSpace> directSpace_;
-  DeviceTwoPhase twoPhase_;  // device collectives across nodes, NCCL inside each
+  std::unique_ptr<DeviceDataSpace> deviceSpace_;
+  std::unique_ptr<PinnedDataSpace> railSpace_;   // the staged rail of two-phase
+  std::unique_ptr<NativeNodePhase> nodePhase_;   // made by the caller's thread, used by the worker
 };
 
 }  // namespace fairway

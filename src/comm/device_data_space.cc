@@ -4,12 +4,26 @@
 
 namespace fairway {
 
+RuntimeScratch::RuntimeScratch(DeviceRuntime& device, StagingBuffer::Kind kind)
+    : regions_{{device, kind}, {device, kind}, {device, kind}, {device, kind}} {}
+
+char* RuntimeScratch::get(ScratchRegion region, size_t bytes) {
+  const auto index = static_cast<size_t>(region);
+  // At least one byte, so an empty region still has an address.
+  const size_t wanted = bytes > 0 ? bytes : 1;
+  if (!regions_[index].reserve(wanted).isOk()) throw std::bad_alloc();
+  if (sizes_[index] < wanted) sizes_[index] = wanted;
+  return regions_[index].data();
+}
+
+size_t RuntimeScratch::totalBytes() const {
+  size_t total = 0;
+  for (size_t size : sizes_) total += size;
+  return total;
+}
+
 DeviceDataSpace::DeviceDataSpace(DeviceRuntime& device, int64_t timeoutMs)
-    : device_(device),
-      timeoutMs_(timeoutMs),
-      regions_{{device, StagingBuffer::Kind::Device},
-               {device, StagingBuffer::Kind::Device},
-               {device, StagingBuffer::Kind::Device}} {}
+    : device_(device), timeoutMs_(timeoutMs), scratch_(device, StagingBuffer::Kind::Device) {}
 
 DeviceDataSpace::~DeviceDataSpace() {
   if (stream_ != nullptr) device_.destroyStream(stream_);
@@ -44,16 +58,5 @@ Status DeviceDataSpace::finalize(const Reducer& reducer, void* buf, size_t count
   FW_RETURN_IF_ERROR(ensureStream());
   return finish(device_.divideAsync(buf, count, reducer.datatype(), reducer.divisor(), stream_));
 }
-
-char* DeviceDataSpace::scratch(ScratchRegion region, size_t bytes) {
-  const auto index = static_cast<size_t>(region);
-  // At least one byte, so an empty region still has an address.
-  const size_t wanted = bytes > 0 ? bytes : 1;
-  if (!regions_[index].reserve(wanted).isOk()) throw std::bad_alloc();
-  if (sizes_[index] < wanted) sizes_[index] = wanted;
-  return regions_[index].data();
-}
-
-size_t DeviceDataSpace::scratchBytes() const { return sizes_[0] + sizes_[1] + sizes_[2]; }
 
 }  // namespace fairway

@@ -1,3 +1,5 @@
+// The data spaces of device buffers.
+//
 // Device memory as an algorithm's data space: copies and reductions are
 // enqueued on a private stream of the device runtime and waited for before
 // the call returns (bounded by FAIRWAY_TIMEOUT_MS), since the algorithm's
@@ -12,6 +14,19 @@
 
 namespace fairway {
 
+// The scratch regions of a data space in device or pinned memory:
+// grow-only, like Scratch's; bad_alloc when memory runs out.
+class RuntimeScratch {
+ public:
+  RuntimeScratch(DeviceRuntime& device, StagingBuffer::Kind kind);
+  char* get(ScratchRegion region, size_t bytes);
+  size_t totalBytes() const;
+
+ private:
+  StagingBuffer regions_[kScratchRegions];
+  size_t sizes_[kScratchRegions] = {};
+};
+
 class DeviceDataSpace final : public DataSpace {
  public:
   DeviceDataSpace(DeviceRuntime& device, int64_t timeoutMs);
@@ -23,9 +38,9 @@ class DeviceDataSpace final : public DataSpace {
   Status copy(void* dst, const void* src, size_t bytes) override;
   Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) override;
   Status finalize(const Reducer& reducer, void* buf, size_t count) override;
-  char* scratch(ScratchRegion region, size_t bytes) override;
-  // Device bytes held as scratch, for fairway-info.
-  size_t scratchBytes() const;
+  char* scratch(ScratchRegion region, size_t bytes) override { return scratch_.get(region, bytes); }
+  // Device bytes held as scratch.
+  size_t scratchBytes() const { return scratch_.totalBytes(); }
 
  private:
   Status ensureStream();
@@ -34,8 +49,20 @@ class DeviceDataSpace final : public DataSpace {
   DeviceRuntime& device_;
   int64_t timeoutMs_;
   void* stream_ = nullptr;
-  StagingBuffer regions_[3];  // by ScratchRegion
-  size_t sizes_[3] = {0, 0, 0};
+  RuntimeScratch scratch_;
+};
+
+// Pinned host memory, where a hierarchical algorithm's rail phase works
+// when UCX cannot reach device memory: the CPU combines, scratch is pinned
+// so the copies from and to the device run at full speed.
+class PinnedDataSpace final : public CpuDataSpace {
+ public:
+  explicit PinnedDataSpace(DeviceRuntime& device) : scratch_(device, StagingBuffer::Kind::Pinned) {}
+  char* scratch(ScratchRegion region, size_t bytes) override { return scratch_.get(region, bytes); }
+  size_t scratchBytes() const { return scratch_.totalBytes(); }
+
+ private:
+  RuntimeScratch scratch_;
 };
 
 }  // namespace fairway

@@ -20,20 +20,26 @@ Status loadMachine(const Config& config, LocalMachine* m) {
   m->cudaDevice = device.isOk() ? Availability::yes() : Availability::no(device.message());
 
   // Without a GPU, NCCL (a large library) is not even loaded; nor with a
-  // runtime whose device memory is not CUDA memory (the tests' emulation).
-  const TransportPlugin* plugin = nullptr;
+  // runtime whose device memory is not CUDA memory (the tests' emulation),
+  // which brings its own stand-in or none.
+  const NativeCollectivesEntry* native = nullptr;
   Status nccl;
   if (!m->cudaDevice.ok) {
     nccl = Status(fwNotAvailable, m->cudaDevice.reason);
   } else if (!m->device->memoryIsCuda()) {
-    nccl = Status(fwNotAvailable, "NCCL needs CUDA memory, and FAIRWAY_DEVICE_RUNTIME=" + config.deviceRuntime +
-                                      " has none");
+    native = m->device->nativeCollectives();
+    if (native == nullptr) {
+      nccl = Status(fwNotAvailable, "NCCL needs CUDA memory, and FAIRWAY_DEVICE_RUNTIME=" + config.deviceRuntime +
+                                        " has none");
+    }
   } else {
+    const TransportPlugin* plugin = nullptr;
     nccl = loadTransportPlugin("nccl", config.pluginPath, &plugin);
+    if (nccl.isOk() && plugin->native == nullptr) nccl = Status(fwNotAvailable, "the nccl plugin has no collectives");
+    if (nccl.isOk()) native = plugin->native;
   }
-  if (nccl.isOk() && plugin->native == nullptr) nccl = Status(fwNotAvailable, "the nccl plugin has no collectives");
-  if (nccl.isOk()) nccl = plugin->native->available();
-  if (nccl.isOk()) m->nccl = plugin->native;
+  if (nccl.isOk()) nccl = native->available();
+  if (nccl.isOk()) m->nccl = native;
   m->ncclAvailable = nccl.isOk() ? Availability::yes() : Availability::no(nccl.message());
   return Status::ok();
 }

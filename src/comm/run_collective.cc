@@ -57,6 +57,7 @@ namespace {
 // (a group inside a communicator, one node, nodes of different sizes): then
 // the one-node default, and the log says so once per collective.
 Algorithm choose(const CollectiveContext& ctx, const AlgorithmSelector& selector, CollectiveKind kind, size_t bytes) {
+  if (ctx.hierarchy().required) return Algorithm::TwoPhase;
   const RankLayout* layout = ctx.layout();
   Algorithm algo = selector.choose(kind, bytes, layout);
   if (algo == Algorithm::TwoPhase || algo == Algorithm::Leaders) {

@@ -25,6 +25,8 @@ class Scratch {
   // of its own, which stay valid while the algorithms it runs inside use
   // bytes() and pendings().
   void* outerBytes(size_t size) { return outer_.get(size); }
+  // A hierarchical algorithm's rail buffers (beside its outer memory).
+  void* railBytes(size_t size) { return rail_.get(size); }
   Pending* outerPendings(size_t count) { return fresh(&outerPendings_, count); }
 
   // Calls f(list, count) for every Pending slot handed out so far, for
@@ -66,6 +68,7 @@ class Scratch {
   Region algorithm_;
   Region staging_;
   Region outer_;
+  Region rail_;
   std::vector<Pending> pendings_;
   std::vector<Pending> outerPendings_;
 };

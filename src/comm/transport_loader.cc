@@ -92,7 +92,11 @@ Status createTransport(const std::string& name, const std::string& pluginPath, c
   if (plugin->create == nullptr) {
     return Status(fwNotAvailable, "transport '" + name + "' has no point-to-point transport");
   }
-  return plugin->create(args, out).withContext("transport '" + name + "'");
+  FW_RETURN_IF_ERROR(plugin->create(args, out).withContext("transport '" + name + "'"));
+  // One per level per communicator: tests count these lines.
+  FW_LOG(Info, Transport, "rank %d: transport '%s' created (%s level)", args.rank, name.c_str(),
+         args.networkOnly ? "inter-node" : "intra-node");
+  return Status::ok();
 }
 
 Status createDeviceRuntime(const std::string& kind, const std::string& pluginPath,
@@ -108,8 +112,8 @@ Status createDeviceRuntime(const std::string& kind, const std::string& pluginPat
   FW_RETURN_IF_ERROR(loaded);
   FW_RETURN_IF_ERROR(plugin->create(out));
   if (emulated) {
-    FW_LOG(Warn, Init, "FAIRWAY_DEVICE_RUNTIME=host-emulated: \"device\" memory is host memory and no GPU is used; "
-                       "this runtime exists to test Fairway's device paths");
+    FW_LOG(Warn, Init, "FAIRWAY_DEVICE_RUNTIME=host-emulated: \"device\" memory is host memory, no GPU is used, and "
+                       "\"nccl\" is Fairway's own host collectives; this runtime exists to test Fairway's device paths");
   }
   return Status::ok();
 }

@@ -11,7 +11,11 @@ namespace {
 
 const fwDataType_t kTypes[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64,
                                fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
-const size_t kCounts[] = {0, 1, 7, sweepLargeCount()};
+// Read when first swept, after the harness applied FAIRWAY_TEST_ENV.
+size_t sweptCount(size_t index) {
+  static const size_t counts[] = {0, 1, 7, sweepLargeCount()};
+  return counts[index];
+}
 const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
 
@@ -128,7 +132,7 @@ int sweepCollective(const RankContext& ctx, const CollectiveCase& c, const Sweep
           if (inPlace && !c.hasInPlace) continue;
           ++seed;
           // Roots and the non-blocking path vary across combinations.
-          Combination k{type, op, kCounts[countIndex], inPlace, !options.deviceMemory && seed % 3 == 0,
+          Combination k{type, op, sweptCount(countIndex), inPlace, !options.deviceMemory && seed % 3 == 0,
                         static_cast<int>((seed / 2) % ctx.nranks)};
           failures += runOne(ctx, comm, c, k, seed, options);
         }

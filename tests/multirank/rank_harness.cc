@@ -21,6 +21,30 @@ using Clock = std::chrono::steady_clock;
 // How long rank 0 may take to make the unique id before the others give up.
 constexpr int kUniqueIdWaitMs = 30000;
 
+// A test's settings come from ctest as one variable, FAIRWAY_TEST_ENV
+// ("NAME=value NAME=value"): gtest_discover_tests writes a list
+// property's items as separate arguments, so of an ENVIRONMENT list only
+// the first variable ever reached the tests. Applied once, before main
+// (and so before any rank is forked or any test reads them), where the
+// variable is not set already.
+[[maybe_unused]] const bool kTestEnvironmentApplied = [] {
+  const char* text = std::getenv("FAIRWAY_TEST_ENV");
+  if (text == nullptr) return false;
+  std::string all = text;
+  size_t at = 0;
+  while (at < all.size()) {
+    size_t end = all.find(' ', at);
+    if (end == std::string::npos) end = all.size();
+    const std::string item = all.substr(at, end - at);
+    const size_t equals = item.find('=');
+    if (equals != std::string::npos && equals > 0) {
+      setenv(item.substr(0, equals).c_str(), item.substr(equals + 1).c_str(), 0);
+    }
+    at = end + 1;
+  }
+  return true;
+}();
+
 int stallSecondsFrom(const RankOptions& options) {
   if (options.stallSeconds > 0) return options.stallSeconds;
   if (const char* text = std::getenv("FAIRWAY_TEST_STALL_S")) {

@@ -15,9 +15,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -76,10 +80,24 @@ class StreamGate {
   bool open_ = false;
 };
 
-// How device buffers cross UCX (FAIRWAY_UCX_DEVICE_MEMORY).
-const char* const kPaths[] = {"staged", "direct"};
+// The device paths: UCX at every level, staged through pinned host memory
+// or on the device buffers directly; or the runtime's stand-in for NCCL
+// inside nodes (flat on one node, two-phase across nodes) with the rail
+// staged or direct.
+enum Path { kStaged, kDirect, kNcclStaged, kNcclDirect };
+const char* const kPaths[] = {"staged", "direct", "nccl_staged", "nccl_direct"};
 
 std::string pathName(const ::testing::TestParamInfo<int>& info) { return kPaths[info.param]; }
+
+// In a rank's process, before its communicator is created.
+void usePath(int path) {
+  setenv("FAIRWAY_UCX_DEVICE_MEMORY", path == kStaged || path == kNcclStaged ? "staged" : "direct", 1);
+  if (path == kStaged || path == kDirect) {
+    setenv("FAIRWAY_TRANSPORT", "ucx", 1);
+  } else {
+    unsetenv("FAIRWAY_TRANSPORT");
+  }
+}
 
 void expectEveryRankPassed(const std::vector<RankOutcome>& outcomes) {
   for (size_t r = 0; r < outcomes.size(); ++r) {
@@ -113,9 +131,9 @@ int initComm(const RankContext& ctx, fwComm_t* comm) {
 class DeviceStreamOrder : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
-  const char* path = kPaths[GetParam()];
+  const int path = GetParam();
   auto outcomes = runRanks(2, [path](const RankContext& ctx) {
-    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
+    usePath(path);
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
     int failures = 0;
@@ -157,16 +175,16 @@ TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
   });
   expectEveryRankPassed(outcomes);
 }
-INSTANTIATE_TEST_SUITE_P(Paths, DeviceStreamOrder, ::testing::Values(0, 1), pathName);
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceStreamOrder, ::testing::Values(kStaged, kDirect, kNcclStaged), pathName);
 
 // Point-to-point on device buffers: messages of several staging slices, of
 // one element and empty, each way, ordered on the stream like collectives.
 class DeviceSendRecv : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceSendRecv, MessagesArriveWhole) {
-  const char* path = kPaths[GetParam()];
+  const int path = GetParam();
   auto outcomes = runRanks(2, [path](const RankContext& ctx) {
-    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
+    usePath(path);
     setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
@@ -204,7 +222,71 @@ TEST_P(DeviceSendRecv, MessagesArriveWhole) {
   });
   expectEveryRankPassed(outcomes);
 }
-INSTANTIATE_TEST_SUITE_P(Paths, DeviceSendRecv, ::testing::Values(0, 1), pathName);
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceSendRecv, ::testing::Values(kStaged, kDirect, kNcclStaged), pathName);
+
+// One UCX worker per level per communicator, whichever device paths its
+// collectives take (two-phase included: it runs over the node and rail
+// groups of the one communicator, no sub-communicator of its own). Counted
+// from the INFO line each transport's creation logs.
+class DeviceTransports : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
+  const int path = GetParam();
+  char dir[] = "/tmp/fairway-transports-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string logs = dir;
+  // Set before the ranks start: rank 0 logs (making the unique id) before its body runs.
+  setenv("FAIRWAY_DEBUG", "INFO", 1);
+  setenv("FAIRWAY_DEBUG_SUBSYS", "TRANSPORT", 1);
+  setenv("FAIRWAY_DEBUG_FILE", (logs + "/rank-%p.log").c_str(), 1);
+  auto outcomes = runRanks(4, [path, logs](const RankContext& ctx) {
+    usePath(path);
+    setenv("FAIRWAY_NODE_ID", ctx.rank < 2 ? "node-a" : "node-b", 1);
+    const std::string log = logs + "/rank-" + std::to_string(getpid()) + ".log";
+    fwComm_t comm;
+    if (initComm(ctx, &comm)) return 1;
+    int failures = 0;
+    constexpr size_t kCount = 3000;
+    GuardedBuffer send(4 * kCount * sizeof(float), true), recv(4 * kCount * sizeof(float), true);
+    auto* in = static_cast<float*>(send.data());
+    for (size_t i = 0; i < 4 * kCount; ++i) in[i] = 1.0f;
+    fwStream_t stream = emulatedDevice()->createStream();
+    void* r = recv.data();
+    RANK_CHECK(ctx, fwAllReduce(in, r, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "allreduce");
+    RANK_CHECK(ctx, fwReduceScatter(in, r, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "reducescatter");
+    RANK_CHECK(ctx, fwAllGather(in, r, kCount, fwFloat32, comm, stream) == fwSuccess, "allgather");
+    RANK_CHECK(ctx, fwBroadcast(in, r, kCount, fwFloat32, 0, comm, stream) == fwSuccess, "broadcast");
+    RANK_CHECK(ctx, fwAllToAll(in, r, kCount, fwFloat32, comm, stream) == fwSuccess, "alltoall");
+    RANK_CHECK(ctx, fwAllReduce(in, r, kCount, fwInt32, fwBxor, comm, stream) == fwSuccess, "bitwise allreduce");
+    const int peer = ctx.rank ^ 2;  // on the other node
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool sending = (turn == 0) == (ctx.rank < 2);
+      RANK_CHECK(ctx, (sending ? fwSend(in, kCount, fwFloat32, peer, comm, stream)
+                               : fwRecv(r, kCount, fwFloat32, peer, comm, stream)) == fwSuccess, "send/recv");
+    }
+    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
+    failures = closeRank(ctx, comm, stream, failures);
+    std::FILE* f = std::fopen(log.c_str(), "r");
+    int created = 0;
+    char line[1024];
+    while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
+      if (std::strstr(line, "transport 'ucx' created") != nullptr) ++created;
+    }
+    if (f != nullptr) std::fclose(f);
+    if (created != 2) {
+      reportFailure(ctx, "UCX transports created: " + std::to_string(created) + ", not 2 (one per level)");
+      ++failures;
+    }
+    return failures;
+  });
+  for (const char* name : {"FAIRWAY_DEBUG", "FAIRWAY_DEBUG_SUBSYS", "FAIRWAY_DEBUG_FILE"}) unsetenv(name);
+  expectEveryRankPassed(outcomes);
+  std::filesystem::remove_all(logs);
+}
+// (Not the NCCL paths here: the emulated runtime's stand-in for NCCL is a
+// Fairway communicator of its own per node, with its own transports, where
+// NCCL has its own resources.)
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceTransports, ::testing::Values(kStaged, kDirect), pathName);
 
 // A peer that dies while a device call is queued on the worker: the call
 // has returned, so the failure shows as the communicator's asynchronous
@@ -213,10 +295,10 @@ class DeviceAsyncError : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
   constexpr int64_t kTimeoutMs = 5000;
-  const char* path = kPaths[GetParam()];
+  const int path = GetParam();
   auto outcomes = runRanks(3, [path](const RankContext& ctx) {
     setenv("FAIRWAY_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
-    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
+    usePath(path);
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
     int failures = 0;
@@ -224,10 +306,13 @@ TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
     GuardedBuffer buffer(kCount * sizeof(float), true);
     auto* data = static_cast<float*>(buffer.data());
     for (size_t i = 0; i < kCount; ++i) data[i] = 1.0f;
-    // Every connection is up before rank 2 dies.
+    // Every connection is up, NCCL's included (made at the first device
+    // call), before rank 2 dies.
+    fwStream_t stream = emulatedDevice()->createStream();
+    RANK_CHECK(ctx, fwAllReduce(data, data, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "warm-up");
+    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the warm-up did not finish");
     RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "fwBarrier");
     if (ctx.rank == 2) raise(SIGKILL);
-    fwStream_t stream = emulatedDevice()->createStream();
     const auto start = std::chrono::steady_clock::now();
     // The call fails at once only if the death was already seen; either
     // way the communicator's asynchronous error must report it.
@@ -258,7 +343,7 @@ TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
     EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r;
   }
 }
-INSTANTIATE_TEST_SUITE_P(Paths, DeviceAsyncError, ::testing::Values(0, 1), pathName);
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceAsyncError, ::testing::Values(kStaged, kDirect, kNcclStaged), pathName);
 
 struct Layout {
   const char* name;
@@ -280,19 +365,21 @@ struct DeviceCase {
 // Staged: the collectives themselves, on one node and two. Direct: every
 // host algorithm runs on device memory there, so the forced algorithms
 // too (on one node), and two-phase forced on uniform layouts (with small
-// slices, so its pipeline runs several).
+// slices, so its pipeline runs several). NCCL inside nodes: what it runs
+// flat on one node, and two-phase across uniform nodes with the rail
+// staged (consecutive and permuted nodes) or direct.
 std::vector<DeviceCase> deviceCases() {
   std::vector<DeviceCase> out;
   for (const CollectiveCase& c : collectiveCases()) {
     if (c.algorithm != nullptr) continue;
-    for (const Layout* layout : {&kOneByFour, &kTwoByTwo}) out.push_back({c, layout, 0});
+    for (const Layout* layout : {&kOneByFour, &kTwoByTwo}) out.push_back({c, layout, kStaged});
   }
   for (const CollectiveCase& c : collectiveCases()) {
     if (c.algorithm != nullptr) {
-      out.push_back({c, &kOneByFour, 1});  // a flat algorithm runs alike on any layout
+      out.push_back({c, &kOneByFour, kDirect});  // a flat algorithm runs alike on any layout
       continue;
     }
-    for (const Layout* layout : {&kOneByFour, &kTwoByTwo, &kThreePlusTwo}) out.push_back({c, layout, 1});
+    for (const Layout* layout : {&kOneByFour, &kTwoByTwo, &kThreePlusTwo}) out.push_back({c, layout, kDirect});
   }
   static const struct { const char* base; const char* name; const char* algorithm; } kTwoPhase[] = {
       {"allreduce", "allreduce_twophase", "allreduce:twophase"},
@@ -305,8 +392,17 @@ std::vector<DeviceCase> deviceCases() {
       CollectiveCase copy = c;
       copy.name = forced.name;
       copy.algorithm = forced.algorithm;
-      for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted}) out.push_back({copy, layout, 1});
+      for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted}) out.push_back({copy, layout, kDirect});
     }
+  }
+  for (const CollectiveCase& c : collectiveCases()) {
+    if (c.algorithm != nullptr) continue;
+    const std::string name = c.name;
+    const bool twoPhase = name == "allreduce" || name == "reducescatter" || name == "allgather";
+    if (twoPhase || name == "broadcast" || name == "reduce") out.push_back({c, &kOneByFour, kNcclStaged});
+    if (!twoPhase) continue;
+    for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted}) out.push_back({c, layout, kNcclStaged});
+    out.push_back({c, &kTwoByTwo, kNcclDirect});
   }
   return out;
 }
@@ -316,13 +412,13 @@ class DeviceSweep : public ::testing::TestWithParam<int> {};
 TEST_P(DeviceSweep, MatchesReference) {
   const DeviceCase d = deviceCases()[GetParam()];
   const CollectiveCase& c = d.collective;
-  const char* path = kPaths[d.path];
+  const int path = d.path;
   const bool twoPhase = c.algorithm != nullptr && std::string(c.algorithm).find("twophase") != std::string::npos;
   const int nranks = static_cast<int>(d.layout->nodeOfRank.size());
   auto outcomes = runRanks(nranks, [&](const RankContext& ctx) {
     // Small slices, so a staged call pipelines several of them.
     setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
-    setenv("FAIRWAY_UCX_DEVICE_MEMORY", path, 1);
+    usePath(path);
     if (twoPhase) {
       setenv("FAIRWAY_SLICE_BYTES", "262144", 1);
       setenv("FAIRWAY_MIN_SHARD_BYTES", "4096", 1);
@@ -341,7 +437,7 @@ TEST_P(DeviceSweep, MatchesReference) {
     return failures;
   });
   for (int r = 0; r < nranks; ++r) {
-    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << " on " << d.layout->name << " " << path << ": rank " << r
+    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << " on " << d.layout->name << " " << kPaths[path] << ": rank " << r
                                        << " failed";
     EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
   }

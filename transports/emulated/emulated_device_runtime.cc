@@ -27,6 +27,7 @@
 
 #include "core/reducer.h"
 #include "transports/device_runtime.h"
+#include "transports/emulated/emulated_native_collectives.h"
 
 namespace fairway {
 namespace {
@@ -293,6 +294,13 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
   void setFlag(uint32_t* flag, uint32_t value) override { Streams::instance().setAndNotify(flag, value); }
 
   const char* streamWaitMethod() const override { return "host-emulated stream thread"; }
+
+  const NativeCollectivesEntry* nativeCollectives() override {
+    return emulatedNativeCollectives([](void* stream, std::function<void()> work) {
+      Streams& s = Streams::instance();
+      s.enqueue(s.resolve(stream), std::move(work));
+    });
+  }
 
   Status waitEvent(void* event, int64_t timeoutMs) override {
     std::shared_ptr<EventState> state = static_cast<Event*>(event)->state;

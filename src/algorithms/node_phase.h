@@ -1,0 +1,52 @@
+// How the phases of a hierarchical algorithm are served. The algorithm is
+// written once (two_phase_*.cc); a Hierarchy says which provider runs its
+// intra-node phase and in which memory its rail phase works:
+//  - node phase: the ring over the node's ranks (point-to-point messages
+//    over UCX, in the collective's data space), or a native collective of
+//    the node (NCCL over the node's GPUs, on device memory);
+//  - rail phase: in the data space itself (host buffers, or device memory
+//    UCX reaches), or in pinned host memory the algorithm stages its
+//    slices through (device memory UCX cannot reach).
+#pragma once
+
+#include "algorithms/chunk_layout.h"
+#include "core/status.h"
+
+namespace fairway {
+
+class CollectiveContext;
+class DataSpace;
+
+class NodePhase {
+ public:
+  virtual ~NodePhase() = default;
+  // Whether it reads blocks laid out at a stride in place; if not, the
+  // algorithm packs them first.
+  virtual bool readsStrided() const = 0;
+  // Block r of `blocks` in send, combined over the node's ranks with the
+  // node context's reducer (never finalised), lands in out on local rank r.
+  // partial: scratch laid out like send (the ring's partial sums).
+  virtual Status reduceScatter(CollectiveContext& node, const void* send, void* out, const ChunkLayout& blocks,
+                               void* partial) = 0;
+  // buf holds this rank's block of `blocks`; fills in the others.
+  virtual Status allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) = 0;
+};
+
+// The ring algorithms over the node's ranks.
+class RingNodePhase final : public NodePhase {
+ public:
+  bool readsStrided() const override { return true; }
+  Status reduceScatter(CollectiveContext& node, const void* send, void* out, const ChunkLayout& blocks,
+                       void* partial) override;
+  Status allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) override;
+};
+
+struct Hierarchy {
+  NodePhase* node = nullptr;  // null: the ring
+  DataSpace* rail = nullptr;  // null: the data space itself
+  // The collective must run two-phase: its providers serve nothing else
+  // (NCCL reaches only a node's ranks, pinned rail memory only the rail).
+  bool required = false;
+};
+
+}  // namespace fairway
