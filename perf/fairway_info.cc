@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   std::string mine = describeRank(*comm);
   std::vector<char> record(kRecordBytes, 0), all(kRecordBytes * comm->size(), 0);
   std::memcpy(record.data(), mine.c_str(), std::min(mine.size(), kRecordBytes - 1));
-  st = comm->collective(byteCollective(CollectiveKind::AllGather, record.data(), all.data(), kRecordBytes));
+  st = comm->collective(makeArgs(CollectiveKind::AllGather, record.data(), all.data(), kRecordBytes));
   if (st.isOk() && comm->rank() == 0) {
     LocalMachine& machine = comm->machine();
     std::printf("# Fairway %d.%d.%d, %d ranks\n", FAIRWAY_MAJOR, FAIRWAY_MINOR, FAIRWAY_PATCH, comm->size());

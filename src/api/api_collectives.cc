@@ -9,19 +9,6 @@ using namespace fairway;
 
 namespace {
 
-CollectiveArgs makeArgs(CollectiveKind kind, const void* send, void* recv, size_t count, fwDataType_t datatype,
-                        fwRedOp_t op = fwSum, int root = 0) {
-  CollectiveArgs a;
-  a.kind = kind;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.datatype = datatype;
-  a.op = op;
-  a.root = root;
-  return a;
-}
-
 CollectiveArgs makeAllToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
                              const size_t* recvcounts, const size_t* rdispls, fwDataType_t datatype) {
   CollectiveArgs a = makeArgs(CollectiveKind::AllToAllv, send, recv, 0, datatype);

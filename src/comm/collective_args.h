@@ -28,14 +28,17 @@ struct CollectiveArgs {
   const size_t* rdispls = nullptr;
 };
 
-// A collective moving `bytes` raw bytes (records the ranks exchange).
-inline CollectiveArgs byteCollective(CollectiveKind kind, const void* send, void* recv, size_t bytes) {
+// One call's arguments; byte records by default (what ranks exchange).
+inline CollectiveArgs makeArgs(CollectiveKind kind, const void* send, void* recv, size_t count,
+                               fwDataType_t datatype = fwUint8, fwRedOp_t op = fwSum, int root = 0) {
   CollectiveArgs args;
   args.kind = kind;
-  args.datatype = fwUint8;
-  args.count = bytes;
   args.send = send;
   args.recv = recv;
+  args.count = count;
+  args.datatype = datatype;
+  args.op = op;
+  args.root = root;
   return args;
 }
 

@@ -102,7 +102,7 @@ Status DeviceCollectives::ensureNative() {
   // failure on rank 0 still broadcasts (an empty id) so no rank is left waiting.
   uint8_t message[kUniqueIdMessageBytes] = {};
   const Status made = comm_.rank() == 0 ? makeIdRecord(*comm_.machine().nccl, message) : Status::ok();
-  FW_RETURN_IF_ERROR(comm_.collective(byteCollective(CollectiveKind::Broadcast, message, message, sizeof(message)))
+  FW_RETURN_IF_ERROR(comm_.collective(makeArgs(CollectiveKind::Broadcast, message, message, sizeof(message)))
                          .withContext("sending the NCCL unique id"));
   FW_RETURN_IF_ERROR(made.withContext("rank 0 making the NCCL unique id"));
   std::string busId;
@@ -379,7 +379,7 @@ Status DeviceCollectives::ensureNodePhase() {
   std::vector<uint8_t> mine(kUniqueIdMessageBytes, 0), all(kUniqueIdMessageBytes * comm_.size(), 0);
   const Status made =
       layout.localRankOf(rank) == 0 ? makeIdRecord(*comm_.machine().nccl, mine.data()) : Status::ok();
-  FW_RETURN_IF_ERROR(comm_.collective(byteCollective(CollectiveKind::AllGather, mine.data(), all.data(),
+  FW_RETURN_IF_ERROR(comm_.collective(makeArgs(CollectiveKind::AllGather, mine.data(), all.data(),
                                                      kUniqueIdMessageBytes))
                          .withContext("exchanging the nodes' NCCL unique ids"));
   FW_RETURN_IF_ERROR(made.withContext("making this node's NCCL unique id"));
