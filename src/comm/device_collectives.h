@@ -17,6 +17,7 @@
 #include "comm/collective_args.h"
 #include "comm/device_data_space.h"
 #include "comm/native_node_phase.h"
+#include "comm/private_stream.h"
 #include "comm/staging_buffer.h"
 #include "core/status.h"
 #include "transports/device_runtime.h"
@@ -57,6 +58,9 @@ class DeviceCollectives {
   Status waitForStream(void* startEvent);
   Status acquireEvent(void** out);
   void releaseEvent(void* event);
+  // The staged path (device_staging.cc): the whole collective, or its
+  // slices, through pinned host buffers.
+  Status enqueueStaged(const CollectiveArgs& args, void* stream);
   size_t stagedSliceElements(const CollectiveArgs& args) const;
   // The staged bodies, run on the worker once the stream reached the call.
   Status runStagedInSlices(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
@@ -94,7 +98,8 @@ class DeviceCollectives {
   std::vector<void*> freeEvents_;  // start events not in use
   std::vector<void*> allEvents_;
   // Worker-only from here: staging buffers and the copy stream.
-  void* copyStream_ = nullptr;
+  PrivateStream copier_;
+  void* copyStream_ = nullptr;  // copier_'s stream, once made
   void* sliceReady_[2] = {nullptr, nullptr};
   StagingBuffer slices_[2];
   StagingBuffer whole_[2];  // send and receive sides of a block-sliced or whole collective

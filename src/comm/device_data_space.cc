@@ -23,40 +23,25 @@ size_t RuntimeScratch::totalBytes() const {
 }
 
 DeviceDataSpace::DeviceDataSpace(DeviceRuntime& device, int64_t timeoutMs)
-    : device_(device), timeoutMs_(timeoutMs), scratch_(device, StagingBuffer::Kind::Device) {}
-
-DeviceDataSpace::~DeviceDataSpace() {
-  if (stream_ != nullptr) device_.destroyStream(stream_);
-}
-
-Status DeviceDataSpace::ensureStream() {
-  if (stream_ != nullptr) return Status::ok();
-  return device_.createStream(&stream_);
-}
-
-// The algorithm reads or sends what it just wrote, so each step completes
-// before it returns.
-Status DeviceDataSpace::finish(Status enqueued) {
-  FW_RETURN_IF_ERROR(enqueued);
-  return device_.synchronize(stream_, timeoutMs_);
-}
+    : device_(device), stream_(device, timeoutMs), scratch_(device, StagingBuffer::Kind::Device) {}
 
 Status DeviceDataSpace::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return Status::ok();
-  FW_RETURN_IF_ERROR(ensureStream());
-  return finish(device_.copyAsync(dst, src, bytes, stream_));
+  return stream_.run([&](void* stream) { return device_.copyAsync(dst, src, bytes, stream); });
 }
 
 Status DeviceDataSpace::combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) {
   if (count == 0) return Status::ok();
-  FW_RETURN_IF_ERROR(ensureStream());
-  return finish(device_.combineAsync(dst, a, b, count, reducer.datatype(), reducer.op(), stream_));
+  return stream_.run([&](void* stream) {
+    return device_.combineAsync(dst, a, b, count, reducer.datatype(), reducer.op(), stream);
+  });
 }
 
 Status DeviceDataSpace::finalize(const Reducer& reducer, void* buf, size_t count) {
   if (count == 0 || !reducer.finalizes()) return Status::ok();
-  FW_RETURN_IF_ERROR(ensureStream());
-  return finish(device_.divideAsync(buf, count, reducer.datatype(), reducer.divisor(), stream_));
+  return stream_.run([&](void* stream) {
+    return device_.divideAsync(buf, count, reducer.datatype(), reducer.divisor(), stream);
+  });
 }
 
 }  // namespace fairway

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "algorithms/data_space.h"
+#include "comm/private_stream.h"
 #include "comm/staging_buffer.h"
 #include "transports/device_runtime.h"
 
@@ -30,9 +31,6 @@ class RuntimeScratch {
 class DeviceDataSpace final : public DataSpace {
  public:
   DeviceDataSpace(DeviceRuntime& device, int64_t timeoutMs);
-  ~DeviceDataSpace() override;
-  DeviceDataSpace(const DeviceDataSpace&) = delete;
-  DeviceDataSpace& operator=(const DeviceDataSpace&) = delete;
 
   bool onDevice() const override { return true; }
   Status copy(void* dst, const void* src, size_t bytes) override;
@@ -43,12 +41,10 @@ class DeviceDataSpace final : public DataSpace {
   size_t scratchBytes() const { return scratch_.totalBytes(); }
 
  private:
-  Status ensureStream();
-  Status finish(Status enqueued);
-
   DeviceRuntime& device_;
-  int64_t timeoutMs_;
-  void* stream_ = nullptr;
+  // The algorithm reads or sends what it just wrote, so each step has run
+  // before it returns.
+  PrivateStream stream_;
   RuntimeScratch scratch_;
 };
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "algorithms/node_phase.h"
+#include "comm/private_stream.h"
 #include "comm/staging_buffer.h"
 #include "transports/device_runtime.h"
 #include "transports/native_collectives.h"
@@ -18,7 +19,6 @@ namespace fairway {
 class NativeNodePhase final : public NodePhase {
  public:
   NativeNodePhase(DeviceRuntime& device, int64_t timeoutMs, std::unique_ptr<NativeCollectives> native);
-  ~NativeNodePhase() override;
   NativeNodePhase(const NativeNodePhase&) = delete;
   NativeNodePhase& operator=(const NativeNodePhase&) = delete;
 
@@ -31,13 +31,11 @@ class NativeNodePhase final : public NodePhase {
   void abort() { native_->abort(); }
 
  private:
-  Status ensureStream();
   Status finish(Status enqueued);
 
   DeviceRuntime& device_;
-  int64_t timeoutMs_;
+  PrivateStream stream_;  // before native_: destroyed after it
   std::unique_ptr<NativeCollectives> native_;
-  void* stream_ = nullptr;
   StagingBuffer packed_, result_;  // device: padded blocks, a padded result
 };
 

@@ -113,6 +113,19 @@ int closeRank(const RankContext& ctx, fwComm_t comm, fwStream_t stream, int fail
   return failures;
 }
 
+// Sends `out` to peer and receives `in` from it, on the stream; sendsFirst
+// on one side only, since a device message blocks like NCCL's.
+int exchange(const RankContext& ctx, fwComm_t comm, fwStream_t stream, const void* out, void* in, size_t count,
+             fwDataType_t type, int peer, bool sendsFirst) {
+  int failures = 0;
+  for (int turn = 0; turn < 2; ++turn) {
+    const bool sending = (turn == 0) == sendsFirst;
+    fwResult_t r = sending ? fwSend(out, count, type, peer, comm, stream) : fwRecv(in, count, type, peer, comm, stream);
+    RANK_CHECK(ctx, r == fwSuccess, sending ? "fwSend" : "fwRecv");
+  }
+  return failures;
+}
+
 int initComm(const RankContext& ctx, fwComm_t* comm) {
   if (emulatedDevice() == nullptr) {
     reportFailure(ctx, std::string("no host-emulated device runtime: ") + dlerror());
@@ -200,13 +213,7 @@ TEST_P(DeviceSendRecv, MessagesArriveWhole) {
         o[k] = static_cast<int32_t>(ctx.rank * 1000003 + k);
         i[k] = -1;
       }
-      // Rank 0 sends first, rank 1 receives first: blocking semantics, as NCCL's.
-      for (int turn = 0; turn < 2; ++turn) {
-        const bool sending = (turn == 0) == (ctx.rank == 0);
-        fwResult_t r = sending ? fwSend(o, count, fwInt32, peer, comm, stream)
-                               : fwRecv(i, count, fwInt32, peer, comm, stream);
-        RANK_CHECK(ctx, r == fwSuccess, sending ? "fwSend" : "fwRecv");
-      }
+      failures += exchange(ctx, comm, stream, o, i, count, fwInt32, peer, ctx.rank == 0);
       RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
       for (size_t k = 0; k < count; ++k) {
         if (i[k] != static_cast<int32_t>(peer * 1000003 + k)) {
@@ -259,11 +266,7 @@ TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
     RANK_CHECK(ctx, fwAllToAll(in, r, kCount, fwFloat32, comm, stream) == fwSuccess, "alltoall");
     RANK_CHECK(ctx, fwAllReduce(in, r, kCount, fwInt32, fwBxor, comm, stream) == fwSuccess, "bitwise allreduce");
     const int peer = ctx.rank ^ 2;  // on the other node
-    for (int turn = 0; turn < 2; ++turn) {
-      const bool sending = (turn == 0) == (ctx.rank < 2);
-      RANK_CHECK(ctx, (sending ? fwSend(in, kCount, fwFloat32, peer, comm, stream)
-                               : fwRecv(r, kCount, fwFloat32, peer, comm, stream)) == fwSuccess, "send/recv");
-    }
+    failures += exchange(ctx, comm, stream, in, r, kCount, fwFloat32, peer, ctx.rank < 2);
     RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
     failures = closeRank(ctx, comm, stream, failures);
     std::FILE* f = std::fopen(log.c_str(), "r");

@@ -65,7 +65,8 @@ const Api& api() {
 
 class EmulatedNative final : public NativeCollectives {
  public:
-  EmulatedNative(fwComm_t comm, const EmulatedStreamQueue& queue) : comm_(comm), queue_(queue) {}
+  EmulatedNative(fwComm_t comm, int rank, int size, const EmulatedStreamQueue& queue)
+      : comm_(comm), queue_(queue), rank_(rank), size_(size) {}
   ~EmulatedNative() override {
     if (comm_ != nullptr) (void)api().destroy(comm_);
   }
@@ -125,11 +126,6 @@ class EmulatedNative final : public NativeCollectives {
     comm_ = nullptr;
   }
 
-  void setSize(int rank, int size) {
-    rank_ = rank;
-    size_ = size;
-  }
-
  private:
   int rank() const { return rank_; }
   size_t size() const { return static_cast<size_t>(size_); }
@@ -160,7 +156,7 @@ class EmulatedNative final : public NativeCollectives {
 
   fwComm_t comm_;
   EmulatedStreamQueue queue_;
-  int rank_ = 0, size_ = 1;
+  int rank_, size_;
   std::mutex mutex_;
   Status error_;
 };
@@ -196,9 +192,7 @@ Status emulatedCreate(const NativeInitArgs& init, std::unique_ptr<NativeCollecti
   if (api().initRank(&comm, init.size, id, init.rank) != fwSuccess) {
     return Status(fwSystemError, std::string("host-emulated NCCL: ") + api().lastError());
   }
-  auto native = std::make_unique<EmulatedNative>(comm, streamQueue());
-  native->setSize(init.rank, init.size);
-  *out = std::move(native);
+  *out = std::make_unique<EmulatedNative>(comm, init.rank, init.size, streamQueue());
   return Status::ok();
 }
 
