@@ -99,55 +99,67 @@ std::string sizeText(size_t bytes) {
   return std::to_string(bytes) + " " + units[u];
 }
 
-// Asks the selector at every power of two and prints where its answer changes.
-void printAlgorithms(const Communicator& comm) {
-  struct Probe { CollectiveKind kind; const char* what; };
+// Asks the selection table at every power of two and prints where its
+// answer (algorithm and providers) changes, for host and device buffers.
+void printSelections(const Communicator& comm, bool onDevice) {
+  struct Probe { CollectiveKind kind; const char* what; fwDataType_t type; };
   const Probe probes[] = {
-      {CollectiveKind::AllReduce, "allreduce (buffer size)"},
-      {CollectiveKind::ReduceScatter, "reducescatter (buffer size)"},
-      {CollectiveKind::AllGather, "allgather (per-rank block)"},
-      {CollectiveKind::Broadcast, "broadcast"},
-      {CollectiveKind::Reduce, "reduce"},
-      {CollectiveKind::AllToAll, "alltoall"},
-      {CollectiveKind::Gather, "gather/scatter"},
-      {CollectiveKind::Barrier, "barrier"},
+      {CollectiveKind::AllReduce, "allreduce (buffer size)", fwFloat32},
+      {CollectiveKind::ReduceScatter, "reducescatter (buffer size)", fwFloat32},
+      {CollectiveKind::AllGather, "allgather (per-rank block)", fwFloat32},
+      {CollectiveKind::Broadcast, "broadcast", fwFloat32},
+      {CollectiveKind::Reduce, "reduce", fwFloat32},
+      {CollectiveKind::AllToAll, "alltoall", fwFloat32},
+      {CollectiveKind::Gather, "gather/scatter", fwFloat32},
+      {CollectiveKind::Barrier, "barrier", fwFloat32},
   };
-  const RankLayout* layout = &comm.layout();
-  std::printf("# Algorithms for host buffers on %s (over UCX; FAIRWAY_ALGO overrides)\n", layout->describe().c_str());
+  auto describe = [](const Selection& s) {
+    std::string text = algorithmName(s.algorithm);
+    if (s.node == s.rail) return text + " over " + providerName(s.node);
+    return text + " (node " + providerName(s.node) + ", rail " + providerName(s.rail) + ")";
+  };
+  const NativeCollectivesEntry* nccl = const_cast<Communicator&>(comm).machine().nccl;
   for (const Probe& p : probes) {
+    SelectionKey key;
+    key.kind = p.kind;
+    key.onDevice = onDevice;
+    key.layout = &comm.layout();
+    key.ranks = comm.size();
+    key.ncclRunsIt = onDevice && ncclRuns(nccl, makeArgs(p.kind, nullptr, nullptr, 1, p.type));
     std::string text;
     size_t from = 0;
-    Algorithm current = comm.selector().choose(p.kind, 0, layout);
+    std::string current = describe(comm.selector().select(key));
     for (size_t bytes = 1; bytes <= (size_t{1} << 34); bytes *= 2) {
-      Algorithm a = comm.selector().choose(p.kind, bytes, layout);
-      if (a == current) continue;
-      text += std::string(algorithmName(current)) + " [" + sizeText(from) + ", " + sizeText(bytes) + ")  ";
-      current = a;
+      key.bytes = bytes;
+      const std::string now = describe(comm.selector().select(key));
+      if (now == current) continue;
+      text += current + " [" + sizeText(from) + ", " + sizeText(bytes) + ")  ";
+      current = now;
       from = bytes;
     }
-    text += std::string(algorithmName(current)) + (from == 0 ? " at every size" : " from " + sizeText(from));
+    text += current + (from == 0 ? " at every size" : " from " + sizeText(from));
     std::printf("  %-28s %s\n", p.what, text.c_str());
   }
+}
+
+void printAlgorithms(const Communicator& comm) {
+  std::printf("# Selection for host buffers on %s (FAIRWAY_ALGO overrides)\n", comm.layout().describe().c_str());
+  printSelections(comm, false);
   const TransportPlan& plan = comm.plan();
-  std::printf("# Device buffers\n");
-  if (plan.deviceCollectives == DevicePath::None) {
+  std::printf("# Device buffers (float32 sum; NCCL has no bitwise reductions)\n");
+  if (!comm.selector().deviceRoutes().present) {
     std::printf("  none: every buffer is host memory here\n");
-  } else if (plan.deviceCollectives == DevicePath::Nccl) {
-    std::printf("  allreduce, reducescatter, allgather, broadcast, reduce, send/recv: NCCL on the caller's stream\n"
-                "  bitwise reductions, alltoall(v), gather, scatter: the host algorithms above over %s\n",
-                devicePathName(plan.deviceOverUcx));
-  } else {
-    std::printf("  every collective: the host algorithms above over %s\n", devicePathName(plan.deviceCollectives));
+    return;
   }
+  printSelections(comm, true);
   if (plan.deviceOverUcx == DevicePath::Ucx) {
     std::printf("  UCX on device memory: the algorithms' copies and reductions run on the device; their scratch\n"
                 "  is device memory, grown to what the largest call needed (as host scratch is)\n");
   }
   if (plan.deviceOverUcx == DevicePath::UcxStaged) {
     const size_t slice = comm.config().pipeline.stagingSliceBytes;
-    std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives and messages, and\n"
-                "  2 x %zu KiB for those with a block per rank (FAIRWAY_STAGING_SLICE_BYTES); all-to-all-v stages\n"
-                "  whole buffers\n",
+    std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives, messages and\n"
+                "  all-to-all-v, and 2 x %zu KiB for collectives with a block per rank (FAIRWAY_STAGING_SLICE_BYTES)\n",
                 slice / 1024, slice / 1024);
   }
 }

@@ -79,6 +79,7 @@ const char* devicePathName(DevicePath path) {
 
 Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
   TransportPlan plan;
+  plan.nodeCount = in.nodeCount;
   plan.ucxReachesDeviceMemory = in.ucxReachesDeviceMemory;
   const Level intra = levelOf("intra-node", in.forceIntra, "FAIRWAY_INTRA_TRANSPORT", in.forceAll);
   const Level inter = levelOf("inter-node", in.forceInter, "FAIRWAY_INTER_TRANSPORT", in.forceAll);
@@ -115,39 +116,26 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
     FW_RETURN_IF_ERROR(chooseDevicePath(in, inter, /*ncclByDefault=*/false, &plan, &plan.interDevice));
   }
 
-  if (in.nodeCount == 1) {
-    plan.deviceCollectives = plan.intraDevice;
-  } else if (plan.intraDevice == DevicePath::Nccl && plan.interDevice == DevicePath::Nccl) {
-    plan.deviceCollectives = DevicePath::Nccl;
-  } else {
-    // One transport carries a flat collective end to end; the UCX one
-    // reaches every rank, NCCL here only the ranks of a node.
-    plan.deviceCollectives = ucxPath(in);
-    if (plan.intraDevice == DevicePath::Nccl) {
-      plan.deviceTwoPhase = true;
-      plan.reasons.push_back({false, std::string("device collectives spanning ") + std::to_string(in.nodeCount) +
-                                         " nodes: allreduce, reduce-scatter and allgather two-phase (nccl inside "
-                                         "each node, " + devicePathName(plan.interDevice) +
-                                         " between nodes) on uniform layouts; the rest, and nodes of different "
-                                         "sizes, " + devicePathName(plan.deviceCollectives) +
-                                         " on every rank (FAIRWAY_TRANSPORT=nccl: NCCL at every level)"});
-    }
+  if (in.nodeCount > 1 && plan.intraDevice == DevicePath::Nccl && plan.interDevice != DevicePath::Nccl) {
+    plan.reasons.push_back({false, std::string("device collectives spanning ") + std::to_string(in.nodeCount) +
+                                       " nodes: NCCL reaches only each node's ranks, so allreduce, reduce-scatter "
+                                       "and allgather run two-phase (nccl inside each node, " +
+                                       devicePathName(plan.interDevice) +
+                                       " between nodes) on uniform layouts, and the rest " +
+                                       devicePathName(plan.deviceOverUcx) +
+                                       " on every rank (FAIRWAY_TRANSPORT=nccl: NCCL at every level)"});
   }
   *out = plan;
   return Status::ok();
 }
 
 std::string TransportPlan::describe() const {
-  std::string text = "host buffers: ucx at both levels; device buffers: intra-node ";
-  text += devicePathName(intraDevice);
-  text += ", inter-node ";
-  text += devicePathName(interDevice);
-  text += ", collectives on ";
-  text += devicePathName(deviceCollectives);
-  if (deviceTwoPhase) text += " (allreduce, reduce-scatter, allgather: two-phase, nccl inside nodes)";
-  if (deviceOverUcx != DevicePath::None && deviceCollectives == DevicePath::Nccl) {
-    text += std::string("; what NCCL cannot run: ") + devicePathName(deviceOverUcx);
-  }
+  std::string text = "host buffers: ucx at both levels; device buffers: ";
+  if (intraDevice == DevicePath::None) return text + "none";
+  text += std::string("intra-node ") + devicePathName(intraDevice);
+  if (nodeCount > 1) text += std::string(", inter-node ") + devicePathName(interDevice);
+  text += std::string("; UCX carries device memory ") +
+          (deviceOverUcx == DevicePath::Ucx ? "directly" : "staged through pinned host memory");
   return text;
 }
 

@@ -49,16 +49,13 @@ struct PlanReason {
   std::string text;
 };
 
+// The transport of each level; which algorithm and provider a given
+// collective uses is the selection table's (algorithms/selector.h).
 struct TransportPlan {
+  int nodeCount = 1;
   // Host buffers: UCX at both levels (NCCL reaches device memory only).
   DevicePath intraDevice = DevicePath::None;
-  DevicePath interDevice = DevicePath::None;
-  // What a device-buffer collective on this communicator runs on.
-  DevicePath deviceCollectives = DevicePath::None;
-  // Allreduce, reduce-scatter and allgather on device buffers spanning
-  // nodes run two-phase: NCCL inside each node, interDevice between nodes
-  // (on uniform layouts; deviceCollectives otherwise).
-  bool deviceTwoPhase = false;
+  DevicePath interDevice = DevicePath::None;  // None on one node
   // How device buffers cross UCX wherever UCX carries them (collectives
   // NCCL has no form of included): Ucx (directly) or UcxStaged.
   DevicePath deviceOverUcx = DevicePath::None;

@@ -44,9 +44,6 @@ class RingNodePhase final : public NodePhase {
 struct Hierarchy {
   NodePhase* node = nullptr;  // null: the ring
   DataSpace* rail = nullptr;  // null: the data space itself
-  // The collective must run two-phase: its providers serve nothing else
-  // (NCCL reaches only a node's ranks, pinned rail memory only the rail).
-  bool required = false;
 };
 
 }  // namespace fairway

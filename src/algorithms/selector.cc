@@ -1,9 +1,11 @@
 #include "algorithms/selector.h"
 
+#include <atomic>
 #include <cstdio>
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "core/datatype.h"
 #include "core/log.h"
 
 namespace fairway {
@@ -33,8 +35,9 @@ const std::vector<Candidates>& candidates() {
   return table;
 }
 
-const Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::Bruck, Algorithm::Binomial,
-                                    Algorithm::Pairwise, Algorithm::Linear, Algorithm::Dissemination, Algorithm::TwoPhase,
+const Algorithm kAllAlgorithms[] = {Algorithm::Ring,      Algorithm::Rabenseifner, Algorithm::RecursiveDoubling,
+                                    Algorithm::Bruck,     Algorithm::Binomial,     Algorithm::Pairwise,
+                                    Algorithm::Linear,    Algorithm::Dissemination, Algorithm::TwoPhase,
                                     Algorithm::Leaders};
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
@@ -57,6 +60,17 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::Dissemination: return "dissemination";
     case Algorithm::TwoPhase: return "twophase";
     case Algorithm::Leaders: return "leaders";
+    case Algorithm::Native: return "nccl";
+  }
+  return "?";
+}
+
+const char* providerName(Provider provider) {
+  switch (provider) {
+    case Provider::HostUcx: return "ucx";
+    case Provider::DeviceUcx: return "ucx on device memory";
+    case Provider::StagedUcx: return "ucx staged through pinned memory";
+    case Provider::Nccl: return "nccl";
   }
   return "?";
 }
@@ -66,8 +80,25 @@ const char* collectiveName(CollectiveKind kind) {
   return "?";
 }
 
-Status AlgorithmSelector::create(const std::map<std::string, std::string>& overrides, AlgorithmSelector* out) {
-  AlgorithmSelector selector;
+size_t selectionBytes(const CollectiveArgs& a, int ranks) {
+  if (a.kind == CollectiveKind::Barrier) return 0;
+  const size_t bytes = a.count * datatypeSize(a.datatype);
+  return a.kind == CollectiveKind::ReduceScatter ? bytes * static_cast<size_t>(ranks) : bytes;
+}
+
+Selector::Selector(const Selector& other) { *this = other; }
+
+Selector& Selector::operator=(const Selector& other) {
+  if (this == &other) return *this;
+  forced_ = other.forced_;
+  intra_ = other.intra_;
+  inter_ = other.inter_;
+  routes_ = other.routes_;
+  return *this;
+}
+
+Status Selector::create(const std::map<std::string, std::string>& overrides, Selector* out) {
+  Selector selector;
   for (const auto& [collective, algorithm] : overrides) {
     const Candidates* entry = nullptr;
     for (const Candidates& c : candidates()) if (collective == c.name) entry = &c;
@@ -96,22 +127,75 @@ Status AlgorithmSelector::create(const std::map<std::string, std::string>& overr
   return Status::ok();
 }
 
-Algorithm AlgorithmSelector::choose(CollectiveKind kind, size_t bytes, const RankLayout* layout) const {
-  auto forced = forced_.find(kind);
-  if (forced != forced_.end()) return forced->second;
-  if (layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
-    Algorithm best = cheapestAcrossNodes(kind, bytes, *layout);
-    if (best != Algorithm::Dissemination) return best;  // the model covered this collective
-  }
-  return defaultOnOneNode(kind, bytes);
-}
-
-void AlgorithmSelector::setLinks(const LinkModel& intra, const LinkModel& inter) {
+void Selector::setLinks(const LinkModel& intra, const LinkModel& inter) {
   intra_ = intra;
   inter_ = inter;
 }
 
-Algorithm AlgorithmSelector::defaultOnOneNode(CollectiveKind kind, size_t bytes) const {
+Selection Selector::select(const SelectionKey& key) const {
+  Selection s;
+  const CollectiveKind kind = key.kind;
+  const auto forced = forced_.find(kind);
+  const bool twoPhaseKind =
+      kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllGather;
+  const bool acrossUniformNodes = key.layout != nullptr && key.layout->nodeCount() > 1 && key.layout->uniform();
+  if (!key.onDevice) {
+    s.algorithm = hostAlgorithm(key);
+  } else if (forced == forced_.end() && routes_.ncclEverywhere && key.ncclRunsIt) {
+    s.algorithm = Algorithm::Native;
+    s.node = s.rail = Provider::Nccl;
+  } else if (routes_.ncclInNodes && twoPhaseKind && acrossUniformNodes && key.ncclRunsIt &&
+             (forced == forced_.end() || forced->second == Algorithm::TwoPhase)) {
+    // NCCL reaches only a node's ranks: it serves the node phase.
+    s.algorithm = Algorithm::TwoPhase;
+    s.node = Provider::Nccl;
+    s.rail = routes_.ucx();
+  } else {
+    s.algorithm = hostAlgorithm(key);
+    s.node = s.rail = routes_.ucx();
+  }
+  s.predictedUs = predict(key, s.algorithm);
+  if (logEnabled(LogLevel::Info, LogSubsys::Algo)) logOnce(key, s);
+  FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s", collectiveName(kind), key.bytes,
+         key.onDevice ? "device" : "host", algorithmName(s.algorithm));
+  return s;
+}
+
+// FAIRWAY_ALGO, the cost model across uniform nodes, the crossovers on one
+// node; two-phase and leaders fall back to the latter where they cannot
+// run (a group inside a communicator, one node, nodes of different sizes).
+Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
+  const RankLayout* layout = key.layout;
+  const auto forced = forced_.find(key.kind);
+  Algorithm algo = forced != forced_.end() ? forced->second : Algorithm::Dissemination;
+  if (forced == forced_.end() && layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
+    algo = cheapestAcrossNodes(key.kind, key.bytes, *layout);
+  }
+  if (algo == Algorithm::Dissemination && key.kind != CollectiveKind::Barrier) {
+    return defaultOnOneNode(key.kind, key.bytes);  // no override, no model
+  }
+  if (algo == Algorithm::TwoPhase || algo == Algorithm::Leaders) {
+    const bool twoPhase = algo == Algorithm::TwoPhase;
+    // Plain strings: this runs on every call, so nothing is allocated here.
+    const char* why = layout == nullptr                      ? "it runs on whole communicators only"
+                      : twoPhase && layout->nodeCount() == 1 ? "all ranks are on one node"
+                      : twoPhase && !layout->uniform()       ? "the nodes hold different numbers of ranks"
+                                                             : nullptr;
+    if (why != nullptr) {
+      algo = defaultOnOneNode(key.kind, key.bytes);
+      static std::atomic<unsigned> warned{0};
+      const unsigned bit = 1u << static_cast<unsigned>(key.kind);
+      if ((warned.fetch_or(bit) & bit) == 0) {
+        FW_LOG(Warn, Algo, "%s: %s cannot run on %s because %s; using the flat algorithms (%s at this size)",
+               collectiveName(key.kind), twoPhase ? "twophase" : "leaders",
+               layout ? layout->describe().c_str() : "a group", why, algorithmName(algo));
+      }
+    }
+  }
+  return algo;
+}
+
+Algorithm Selector::defaultOnOneNode(CollectiveKind kind, size_t bytes) const {
   switch (kind) {
     case CollectiveKind::AllReduce:
       return bytes >= kAllreduceRingFromBytes ? Algorithm::Ring : Algorithm::RecursiveDoubling;
@@ -123,45 +207,76 @@ Algorithm AlgorithmSelector::defaultOnOneNode(CollectiveKind kind, size_t bytes)
   return Algorithm::Ring;
 }
 
-// Dissemination stands for "no model for this collective".
-Algorithm AlgorithmSelector::cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const {
+namespace {
+
+ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter) {
   ClusterShape shape;
-  shape.ranks = layout.size();
-  shape.nodes = layout.nodeCount();
-  shape.perNode = layout.localSizeOf(0);
-  shape.intra = intra_;
-  shape.inter = inter_;
+  shape.ranks = key.layout != nullptr ? key.layout->size() : key.ranks;
+  shape.nodes = key.layout != nullptr ? key.layout->nodeCount() : 1;
+  shape.perNode = key.layout != nullptr ? key.layout->localSizeOf(0) : key.ranks;
+  shape.intra = intra;
+  shape.inter = inter;
+  return shape;
+}
+
+}  // namespace
+
+// Dissemination stands for "no model for this collective".
+Algorithm Selector::cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const {
+  SelectionKey key;
+  key.kind = kind;
+  key.bytes = bytes;
+  key.layout = &layout;
+  const ClusterShape shape = shapeOf(key, intra_, inter_);
   Algorithm best = Algorithm::Dissemination;
   double bestUs = 0;
   for (const Candidates& c : candidates()) {
     if (c.kind != kind) continue;
     for (Algorithm a : c.algorithms) {
-      double us = predictMicros(kind, a, bytes, shape);
+      const double us = predictMicros(kind, a, bytes, shape);
       if (us >= 0 && (best == Algorithm::Dissemination || us < bestUs)) {
         best = a;
         bestUs = us;
       }
     }
   }
-  if (best == Algorithm::Dissemination || !logEnabled(LogLevel::Info, LogSubsys::Algo)) return best;
-  int bucket = 0;
-  while ((size_t{1} << bucket) < bytes && bucket < 63) ++bucket;
-  if (logged_.insert({static_cast<int>(kind), bucket}).second) {
-    std::string all;
-    for (const Candidates& c : candidates()) {
-      if (c.kind != kind) continue;
-      for (Algorithm a : c.algorithms) {
-        double us = predictMicros(kind, a, bytes, shape);
-        if (us < 0) continue;
-        char line[64];
-        std::snprintf(line, sizeof(line), " %s %.1f", algorithmName(a), us);
-        all += line;
-      }
-    }
-    FW_LOG(Info, Algo, "%s of %zu bytes on %s: %s, predicted %.1f us (us:%s)", collectiveName(kind), bytes,
-           layout.describe().c_str(), algorithmName(best), bestUs, all.c_str());
-  }
   return best;
+}
+
+double Selector::predict(const SelectionKey& key, Algorithm algorithm) const {
+  if (algorithm == Algorithm::Native) return -1;
+  return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_));
+}
+
+void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
+  int bucket = 0;
+  while ((size_t{1} << bucket) < key.bytes && bucket < 63) ++bucket;
+  {
+    std::lock_guard<std::mutex> lock(loggedMutex_);
+    if (!logged_.insert({static_cast<int>(key.kind), key.onDevice, bucket}).second) return;
+  }
+  const ClusterShape shape = shapeOf(key, intra_, inter_);
+  std::string others;
+  for (const Candidates& c : candidates()) {
+    if (c.kind != key.kind) continue;
+    for (Algorithm a : c.algorithms) {
+      const double us = predictMicros(key.kind, a, key.bytes, shape);
+      if (us < 0) continue;
+      char line[64];
+      std::snprintf(line, sizeof(line), " %s %.1f", algorithmName(a), us);
+      others += line;
+    }
+  }
+  std::string route = std::string(algorithmName(s.algorithm)) + " over " + providerName(s.node);
+  if (s.node != s.rail) {
+    route = std::string(algorithmName(s.algorithm)) + " (node phase " + providerName(s.node) + ", rail phase " +
+            providerName(s.rail) + ")";
+  }
+  char predicted[48] = "no model";
+  if (s.predictedUs >= 0) std::snprintf(predicted, sizeof(predicted), "%.1f us", s.predictedUs);
+  const std::string where = key.layout != nullptr ? key.layout->describe() : std::to_string(key.ranks) + " ranks";
+  FW_LOG(Info, Algo, "%s of %zu bytes in %s memory on %s: %s, predicted %s%s%s%s", collectiveName(key.kind),
+         key.bytes, key.onDevice ? "device" : "host", where.c_str(), route.c_str(), predicted, others.empty() ? "" : " (model, us:", others.c_str(), others.empty() ? "" : ")");
 }
 
 }  // namespace fairway

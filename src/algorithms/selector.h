@@ -1,12 +1,17 @@
-// Which algorithm serves a collective of a given size: a default from
-// measurements on this project's reference machine (docs/DESIGN.md), or
-// the FAIRWAY_ALGO override.
+// The one selection table: for a collective, the memory its buffers live
+// in, the communicator's layout and the call's size, which algorithm runs
+// and which provider serves each of its phases. Host and device calls,
+// the staged device path and fairway-info all ask it, and nothing else
+// decides. Inputs: crossovers measured on this project's reference machine
+// (docs/DESIGN.md), the alpha-beta cost model across nodes, the transport
+// plan's routes for device buffers, and the FAIRWAY_ALGO overrides.
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
-#include <utility>
+#include <tuple>
 
 #include "algorithms/link_model.h"
 #include "comm/collective_args.h"
@@ -17,36 +22,93 @@ namespace fairway {
 
 enum class Algorithm {
   Ring, Rabenseifner, RecursiveDoubling, Bruck, Binomial, Pairwise, Linear, Dissemination, TwoPhase, Leaders,
+  Native,  // the provider's own collective over every rank (NCCL)
 };
-
 const char* algorithmName(Algorithm algorithm);
 
-class AlgorithmSelector {
+// Who moves a phase's data.
+enum class Provider {
+  HostUcx,    // Fairway's point-to-point algorithms over UCX, host memory
+  DeviceUcx,  // the same algorithms, UCX on the device memory itself
+  StagedUcx,  // the same algorithms on pinned host copies of device memory
+  Nccl,       // NCCL's collective, on the caller's stream
+};
+const char* providerName(Provider provider);
+
+// What may carry device buffers on a communicator, from its transport plan.
+struct DeviceRoutes {
+  bool present = false;         // this communicator has device buffers at all
+  bool ncclEverywhere = false;  // NCCL reaches every rank (one node, or NCCL at both levels)
+  bool ncclInNodes = false;     // NCCL inside each node, UCX between nodes
+  bool ucxDirect = false;       // UCX reaches device memory; otherwise it is staged
+  Provider ucx() const { return ucxDirect ? Provider::DeviceUcx : Provider::StagedUcx; }
+};
+
+struct SelectionKey {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  bool onDevice = false;
+  // The whole buffer (allreduce, reduce-scatter, broadcast, reduce) or one
+  // rank's block (allgather, all-to-all, gather, scatter): selectionBytes().
+  size_t bytes = 0;
+  const RankLayout* layout = nullptr;  // null: a group inside a communicator
+  int ranks = 1;                       // the communicator's or the group's
+  bool ncclRunsIt = false;             // NCCL has this collective for the call's type and op
+};
+
+// The size a call is selected by (see SelectionKey::bytes).
+size_t selectionBytes(const CollectiveArgs& args, int ranks);
+
+struct Selection {
+  Algorithm algorithm = Algorithm::Ring;
+  // A flat algorithm has one provider: node == rail. Two-phase's node
+  // phase runs on `node`, its rail phase on `rail`.
+  Provider node = Provider::HostUcx;
+  Provider rail = Provider::HostUcx;
+  double predictedUs = -1;  // negative: no model for it
+};
+
+class Selector {
  public:
   // Rejects overrides naming an unknown collective, or an algorithm that
   // does not implement that collective.
-  static Status create(const std::map<std::string, std::string>& overrides, AlgorithmSelector* out);
+  static Status create(const std::map<std::string, std::string>& overrides, Selector* out);
+  Selector() = default;
+  Selector(const Selector& other);
+  Selector& operator=(const Selector& other);
 
-  // bytes: the whole buffer (allreduce, reduce-scatter) or one rank's block
-  // (allgather). On one node, crossovers measured on the reference machine
-  // decide; across uniform nodes, the alpha-beta cost model picks the
-  // cheapest candidate, flat or two-phase (printed at INFO, once per
-  // collective and power-of-two size). FAIRWAY_ALGO wins over both;
-  // two-phase forced on a layout it cannot serve falls back (logged).
-  Algorithm choose(CollectiveKind kind, size_t bytes, const RankLayout* layout = nullptr) const;
   // The link parameters of the cost model (FAIRWAY_INTRA_LINK / _INTER_LINK).
   void setLinks(const LinkModel& intra, const LinkModel& inter);
-  // What runs on one node, or where two-phase cannot.
-  Algorithm defaultOnOneNode(CollectiveKind kind, size_t bytes) const;
+  void setDeviceRoutes(const DeviceRoutes& routes) { routes_ = routes; }
+  const DeviceRoutes& deviceRoutes() const { return routes_; }
+
+  // The table. Host buffers: FAIRWAY_ALGO, then across uniform nodes the
+  // cheapest candidate under the cost model, else the measured crossovers;
+  // two-phase or leaders where they cannot run falls back to those
+  // (warned once). Device buffers: NCCL's own collective where NCCL
+  // reaches every rank and runs the call; two-phase with NCCL inside nodes
+  // for allreduce, reduce-scatter and allgather across uniform nodes;
+  // otherwise the host's choice over UCX (direct or staged). A forced
+  // algorithm wins over NCCL's own collective. Each choice is logged at
+  // INFO once per collective, memory and power-of-two size, with its
+  // predicted time.
+  Selection select(const SelectionKey& key) const;
+  // Whether NCCL carries device point-to-point messages.
+  bool ncclMessages() const { return routes_.ncclEverywhere; }
 
  private:
+  Algorithm hostAlgorithm(const SelectionKey& key) const;
+  Algorithm defaultOnOneNode(CollectiveKind kind, size_t bytes) const;
   Algorithm cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const;
+  double predict(const SelectionKey& key, Algorithm algorithm) const;
+  void logOnce(const SelectionKey& key, const Selection& selection) const;
 
   std::map<CollectiveKind, Algorithm> forced_;
   LinkModel intra_ = kDefaultIntraLink;
   LinkModel inter_ = kDefaultInterLink;
-  // Choices already logged: (collective, log2 of the size).
-  mutable std::set<std::pair<int, int>> logged_;
+  DeviceRoutes routes_;
+  // Choices already logged: (collective, on device, log2 of the size).
+  mutable std::mutex loggedMutex_;
+  mutable std::set<std::tuple<int, bool, int>> logged_;
 };
 
 }  // namespace fairway

@@ -70,12 +70,23 @@ Status exchange(const Communicator::OobAllgather& oob, int size, const std::vect
   return Status::ok();
 }
 
+// What the selection table may use for device buffers, from the plan.
+DeviceRoutes deviceRoutesOf(const TransportPlan& plan) {
+  DeviceRoutes routes;
+  routes.present = plan.intraDevice != DevicePath::None;
+  const bool ncclInside = plan.intraDevice == DevicePath::Nccl;
+  routes.ncclEverywhere = ncclInside && (plan.nodeCount == 1 || plan.interDevice == DevicePath::Nccl);
+  routes.ncclInNodes = ncclInside && !routes.ncclEverywhere;
+  routes.ucxDirect = plan.deviceOverUcx == DevicePath::Ucx;
+  return routes;
+}
+
 }  // namespace
 
 Status Communicator::create(const OobAllgather& oob, int rank, int size, const Config& config,
                             std::unique_ptr<Communicator>* out) {
-  AlgorithmSelector selector;
-  FW_RETURN_IF_ERROR(AlgorithmSelector::create(config.algoOverrides, &selector));
+  Selector selector;
+  FW_RETURN_IF_ERROR(Selector::create(config.algoOverrides, &selector));
   selector.setLinks(config.intraLink, config.interLink);
   LocalMachine* machine = nullptr;
   FW_RETURN_IF_ERROR(LocalMachine::get(config, &machine));
@@ -126,6 +137,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
     }
     FW_LOG(Info, Init, "plan: %s", plan.describe().c_str());
   }
+  selector.setDeviceRoutes(deviceRoutesOf(plan));
   TransportRoutes routes;
   routes.transportOfPeer.assign(size, 0);
   for (int r = 0; r < size; ++r) routes.transportOfPeer[r] = layout.nodeOf(r) == layout.nodeOf(rank) ? 0 : 1;
@@ -201,13 +213,13 @@ Status Communicator::adoptMeasuredLinks() {
   return Status::ok();
 }
 
-Communicator::Communicator(const Config& config, const AlgorithmSelector& selector,
+Communicator::Communicator(const Config& config, const Selector& selector,
                            std::unique_ptr<Messenger> messenger, const RankLayout& layout, const TransportPlan& plan,
                            LocalMachine* machine, const NetDeviceChoice& net)
     : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout), plan_(plan),
       netDevice_(net),
       machine_(machine), sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {
-  if (plan_.deviceCollectives != DevicePath::None) device_ = std::make_unique<DeviceCollectives>(*this);
+  if (selector_.deviceRoutes().present) device_ = std::make_unique<DeviceCollectives>(*this);
 }
 
 Communicator::~Communicator() {
@@ -256,21 +268,32 @@ Status Communicator::asyncError() {
 }
 
 Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
-                             DataSpace& space, const Hierarchy& hierarchy) {
+                             const Reserved& how) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  DataSpace& space = how.space != nullptr ? *how.space : hostSpace_;
   bool reduces = args.kind == CollectiveKind::AllReduce || args.kind == CollectiveKind::ReduceScatter ||
                  args.kind == CollectiveKind::Reduce;
   int groupSize = group.empty() ? size() : static_cast<int>(group.size());
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
   const PipelineSettings& pipeline = config_.pipeline;
-  CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
+  CollectiveContext ctx(*messenger_, scratch_, space, group, sequence,
+                        collectiveSignature(how.whole != nullptr ? *how.whole : args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
-  ctx.setHierarchy(hierarchy);
+  ctx.setHierarchy(how.hierarchy);
+  Algorithm algorithm = how.algorithm;
+  if (!how.chosen) {
+    SelectionKey key;
+    key.kind = args.kind;
+    key.bytes = selectionBytes(args, groupSize);
+    key.layout = group.empty() ? &layout_ : nullptr;
+    key.ranks = groupSize;
+    algorithm = selector_.select(key).algorithm;
+  }
   Status st;
   try {
-    st = runCollective(ctx, args, selector_);
+    st = runCollective(ctx, args, algorithm);
   } catch (const std::bad_alloc&) {
     st = Status(fwSystemError, "out of memory for scratch buffers");
   }
@@ -285,13 +308,13 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
 }
 
 Status Communicator::collective(const CollectiveArgs& args) {
-  return executor_.runNow([&] { return execute(args, nextSequence_++, {}, hostSpace_); });
+  return executor_.runNow([&] { return execute(args, nextSequence_++, {}, Reserved()); });
 }
 
 Status Communicator::startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   uint32_t sequence = nextSequence_++;
-  *operation = executor_.submit([this, args, sequence] { return execute(args, sequence, {}, hostSpace_); });
+  *operation = executor_.submit([this, args, sequence] { return execute(args, sequence, {}, Reserved()); });
   return Status::ok();
 }
 
@@ -341,7 +364,7 @@ Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32
   args.count = 1;
   args.send = &myLength;
   args.recv = lengths.data();
-  FW_RETURN_IF_ERROR(execute(args, sequence, group, hostSpace_));
+  FW_RETURN_IF_ERROR(execute(args, sequence, group, Reserved()));
   uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
   if (longest > (1u << 24)) return Status(fwInternalError, "peer record of " + std::to_string(longest) + " bytes");
   std::vector<uint8_t> padded(mine);
@@ -351,7 +374,7 @@ Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32
   args.count = longest;
   args.send = padded.data();
   args.recv = gathered.data();
-  FW_RETURN_IF_ERROR(execute(args, sequence + 1, group, hostSpace_));
+  FW_RETURN_IF_ERROR(execute(args, sequence + 1, group, Reserved()));
   all->resize(n);
   for (int i = 0; i < n; ++i) {
     (*all)[i].assign(gathered.begin() + i * longest, gathered.begin() + i * longest + lengths[i]);
@@ -374,7 +397,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
     args.count = 2;
     args.send = mine;
     args.recv = all.data();
-    FW_RETURN_IF_ERROR(execute(args, base, {}, hostSpace_));
+    FW_RETURN_IF_ERROR(execute(args, base, {}, Reserved()));
     out->reset();
     if (color == FAIRWAY_SPLIT_NOCOLOR) return Status::ok();
 

@@ -59,12 +59,20 @@ class Communicator {
   // worker and runs its host collectives through runReserved with those
   // numbers; it must not call collective() (the worker would wait for itself).
   Status startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn);
-  Status runReserved(const CollectiveArgs& args, uint32_t sequence) { return execute(args, sequence, {}, hostSpace_); }
-  // The same on buffers in another data space (device memory), with the
-  // providers of a hierarchical algorithm's phases.
-  Status runReserved(const CollectiveArgs& args, uint32_t sequence, DataSpace& space,
-                     const Hierarchy& hierarchy = Hierarchy()) {
-    return execute(args, sequence, {}, space, hierarchy);
+  // How a reserved collective runs: the algorithm the device path
+  // selected, the data space its buffers are in (null: host memory), the
+  // providers of a hierarchical algorithm's phases, and the whole call
+  // when args is one slice of it (every slice's messages carry the whole
+  // call's signature, under its one number).
+  struct Reserved {
+    bool chosen = false;  // false: select here, as for a host call
+    Algorithm algorithm = Algorithm::Ring;
+    DataSpace* space = nullptr;
+    Hierarchy hierarchy;
+    const CollectiveArgs* whole = nullptr;
+  };
+  Status runReserved(const CollectiveArgs& args, uint32_t sequence, const Reserved& how) {
+    return execute(args, sequence, {}, how);
   }
   // The next point-to-point message numbers to and from peer, reserved in
   // call order for a message posted later (postSendNumbered/postRecvNumbered).
@@ -80,7 +88,8 @@ class Communicator {
   const RankLayout& layout() const { return layout_; }
   const TransportPlan& plan() const { return plan_; }
   const Config& config() const { return config_; }
-  const AlgorithmSelector& selector() const { return selector_; }
+  // The selection table, with this communicator's device routes.
+  const Selector& selector() const { return selector_; }
   // The network device of this rank's inter-node traffic (empty: UCX's choice).
   const NetDeviceChoice& netDevice() const { return netDevice_; }
   LocalMachine& machine() { return *machine_; }
@@ -96,18 +105,18 @@ class Communicator {
   void abort();
 
  private:
-  Communicator(const Config& config, const AlgorithmSelector& selector, std::unique_ptr<Messenger> messenger,
+  Communicator(const Config& config, const Selector& selector, std::unique_ptr<Messenger> messenger,
                const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine, const NetDeviceChoice& net);
   // FAIRWAY_MEASURE_LINKS: measures the links and gives them to the selector.
   Status adoptMeasuredLinks();
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
-  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group, DataSpace& space,
-                 const Hierarchy& hierarchy = Hierarchy());
+  Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
+                 const Reserved& how);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
                                std::vector<std::vector<uint8_t>>* all);
 
   Config config_;
-  AlgorithmSelector selector_;
+  Selector selector_;
   std::unique_ptr<Messenger> messenger_;
   RankLayout layout_;
   TransportPlan plan_;

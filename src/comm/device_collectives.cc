@@ -81,10 +81,6 @@ bool ncclRuns(const NativeCollectivesEntry* nccl, const CollectiveArgs& a) {
   }
 }
 
-bool DeviceCollectives::nativeHandles(const CollectiveArgs& a) const {
-  return comm_.plan().deviceCollectives == DevicePath::Nccl && ncclRuns(comm_.machine().nccl, a);
-}
-
 Status DeviceCollectives::ensureNative() {
   if (native_) return Status::ok();
   // Rank 0 makes the id; everyone gets it over Fairway's own broadcast. A
@@ -197,14 +193,6 @@ Status DeviceCollectives::enqueueOnWorker(void* stream, uint32_t collectives,
   return st;
 }
 
-bool DeviceCollectives::twoPhaseHandles(const CollectiveArgs& a) const {
-  const RankLayout& layout = comm_.layout();
-  if (!comm_.plan().deviceTwoPhase || layout.nodeCount() < 2 || !layout.uniform()) return false;
-  const bool twoPhaseKind = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter ||
-                            a.kind == CollectiveKind::AllGather;
-  return twoPhaseKind && ncclRuns(comm_.machine().nccl, a);
-}
-
 // Collective over the communicator, at the first two-phase call (the same
 // call on every rank): each node's local rank 0 makes an NCCL id, one
 // allgather carries them all, and each node's ranks form their NCCL
@@ -228,42 +216,59 @@ Status DeviceCollectives::ensureNodePhase() {
                                   &busId)
                          .withContext("the node's NCCL communicator"));
   nodePhase_ = std::make_unique<NativeNodePhase>(device_, timeoutMs_, std::move(native));
-  if (!direct()) railSpace_ = std::make_unique<PinnedDataSpace>(device_);
+  if (!ucxDirect()) railSpace_ = std::make_unique<PinnedDataSpace>(device_);
   FW_LOG(Info, Coll, "rank %d: two-phase on device buffers: NCCL over node %d (%d ranks, GPU %s), rail over %s",
-         rank, node, layout.localSizeOf(rank), busId.c_str(), direct() ? "UCX on device memory" : "UCX through pinned host memory");
+         rank, node, layout.localSizeOf(rank), busId.c_str(), ucxDirect() ? "UCX on device memory" : "UCX through pinned host memory");
   return Status::ok();
 }
 
 Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, uint32_t sequence) {
-  Hierarchy hierarchy;
-  hierarchy.node = nodePhase_.get();
-  hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
-  hierarchy.required = true;
-  return comm_.runReserved(a, sequence, deviceSpace(), hierarchy);
+  Communicator::Reserved how;
+  how.chosen = true;
+  how.algorithm = Algorithm::TwoPhase;
+  how.space = &deviceSpace();
+  how.hierarchy.node = nodePhase_.get();
+  how.hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
+  return comm_.runReserved(a, sequence, how);
 }
 
-bool DeviceCollectives::direct() const { return comm_.plan().deviceOverUcx == DevicePath::Ucx; }
+bool DeviceCollectives::ucxDirect() const { return comm_.selector().deviceRoutes().ucxDirect; }
 
 DeviceDataSpace& DeviceCollectives::deviceSpace() {
   if (!deviceSpace_) deviceSpace_ = std::make_unique<DeviceDataSpace>(device_, timeoutMs_);
   return *deviceSpace_;
 }
 
-Status DeviceCollectives::runDirect(const CollectiveArgs& a, uint32_t sequence) {
-  return comm_.runReserved(a, sequence, deviceSpace());
+Status DeviceCollectives::runDirect(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence) {
+  Communicator::Reserved how;
+  how.chosen = true;
+  how.algorithm = algorithm;
+  how.space = &deviceSpace();
+  return comm_.runReserved(a, sequence, how);
 }
 
+// The selection table decides; each branch is one provider.
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (nativeHandles(a)) return runNative(a, stream);
-  if (twoPhaseHandles(a)) {
+  SelectionKey key;
+  key.kind = a.kind;
+  key.onDevice = true;
+  key.bytes = selectionBytes(a, comm_.size());
+  key.layout = &comm_.layout();
+  key.ranks = comm_.size();
+  key.ncclRunsIt = ncclRuns(comm_.machine().nccl, a);
+  const Selection chosen = comm_.selector().select(key);
+  if (chosen.algorithm == Algorithm::Native) return runNative(a, stream);
+  if (chosen.node == Provider::Nccl) {
     FW_RETURN_IF_ERROR(ensureNodePhase());
     return enqueueOnWorker(stream, 1, [this, a](uint32_t sequence) { return runTwoPhase(a, sequence); });
   }
-  if (direct()) {
-    return enqueueOnWorker(stream, 1, [this, a](uint32_t sequence) { return runDirect(a, sequence); });
+  const Algorithm algorithm = chosen.algorithm;
+  if (chosen.rail == Provider::DeviceUcx) {
+    return enqueueOnWorker(stream, 1,
+                           [this, a, algorithm](uint32_t sequence) { return runDirect(a, algorithm, sequence); });
   }
-  return enqueueStaged(a, stream);
+  return enqueueStaged(a, algorithm, stream);
 }
 
 // UCX sends from or receives into the device buffer itself.
@@ -281,13 +286,13 @@ Status DeviceCollectives::directRecv(void* buf, size_t bytes, int peer, uint64_t
 
 Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (comm_.plan().deviceCollectives == DevicePath::Nccl) {
+  if (comm_.selector().ncclMessages()) {
     FW_RETURN_IF_ERROR(ensureNative());
     return native_->send(buf, count, datatype, peer, stream);
   }
   const size_t bytes = count * datatypeSize(datatype);
   const uint64_t number = comm_.reserveSendNumber(peer);  // in call order, like the collectives' numbers
-  const bool fromDevice = direct();
+  const bool fromDevice = ucxDirect();
   return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, fromDevice](uint32_t) {
     return fromDevice ? directSend(buf, bytes, peer, number)
                       : stagedSend(buf, bytes, peer, number);
@@ -296,13 +301,13 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
 
 Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (comm_.plan().deviceCollectives == DevicePath::Nccl) {
+  if (comm_.selector().ncclMessages()) {
     FW_RETURN_IF_ERROR(ensureNative());
     return native_->recv(buf, count, datatype, peer, stream);
   }
   const size_t bytes = count * datatypeSize(datatype);
   const uint64_t number = comm_.reserveRecvNumber(peer);
-  const bool intoDevice = direct();
+  const bool intoDevice = ucxDirect();
   return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, intoDevice](uint32_t) {
     return intoDevice ? directRecv(buf, bytes, peer, number) : stagedRecv(buf, bytes, peer, number);
   });

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "algorithms/selector.h"
 #include "comm/collective_args.h"
 #include "comm/device_data_space.h"
 #include "comm/native_node_phase.h"
@@ -45,7 +46,6 @@ class DeviceCollectives {
   void abort();
 
  private:
-  bool nativeHandles(const CollectiveArgs& args) const;
   Status ensureNative();
   Status createNative(int rank, int size, const uint8_t* idRecord, int maker, std::unique_ptr<NativeCollectives>* out,
                       std::string* busId);
@@ -60,23 +60,25 @@ class DeviceCollectives {
   void releaseEvent(void* event);
   // The staged path (device_staging.cc): the whole collective, or its
   // slices, through pinned host buffers.
-  Status enqueueStaged(const CollectiveArgs& args, void* stream);
+  Status enqueueStaged(const CollectiveArgs& args, Algorithm algorithm, void* stream);
   size_t stagedSliceElements(const CollectiveArgs& args) const;
-  // The staged bodies, run on the worker once the stream reached the call.
-  Status runStagedInSlices(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
+  // The staged bodies, run on the worker once the stream reached the call:
+  // the selected algorithm on each slice, all under the call's one number.
+  Status runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, Algorithm algorithm,
+                        uint32_t sequence);
+  Status runStagedInSlices(const CollectiveArgs& args, Algorithm algorithm, size_t sliceLength, uint32_t sequence);
   size_t blockSliceElements(const CollectiveArgs& args) const;
-  Status runStagedBlocks(const CollectiveArgs& args, size_t sliceLength, uint32_t firstSequence);
-  Status runStagedWhole(const CollectiveArgs& args, uint32_t firstSequence);
+  Status runStagedBlocks(const CollectiveArgs& args, Algorithm algorithm, size_t sliceLength, uint32_t sequence);
+  Status runStagedAllToAllv(const CollectiveArgs& args, uint32_t sequence);
   // Two-phase across nodes with NCCL inside them: the one two-phase
   // algorithm, its node phase NCCL over this node's ranks, its rail phase
   // over UCX on device memory or through pinned host memory.
-  bool twoPhaseHandles(const CollectiveArgs& args) const;
   Status ensureNodePhase();
   Status runTwoPhase(const CollectiveArgs& args, uint32_t sequence);
   // UCX on the device buffers themselves: the host algorithm, its copies
   // and reductions on the device (DeviceDataSpace).
-  bool direct() const;
-  Status runDirect(const CollectiveArgs& args, uint32_t sequence);
+  bool ucxDirect() const;
+  Status runDirect(const CollectiveArgs& args, Algorithm algorithm, uint32_t sequence);
   DeviceDataSpace& deviceSpace();
   size_t messageSlices(size_t bytes) const;
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
@@ -102,7 +104,7 @@ class DeviceCollectives {
   void* copyStream_ = nullptr;  // copier_'s stream, once made
   void* sliceReady_[2] = {nullptr, nullptr};
   StagingBuffer slices_[2];
-  StagingBuffer whole_[2];  // send and receive sides of a block-sliced or whole collective
+  StagingBuffer whole_[2];  // send and receive sides of a block-sliced collective
   std::unique_ptr<DeviceDataSpace> deviceSpace_;
   std::unique_ptr<PinnedDataSpace> railSpace_;   // the staged rail of two-phase
   std::unique_ptr<NativeNodePhase> nodePhase_;   // made by the caller's thread, used by the worker

@@ -5,35 +5,41 @@
 
 #include "comm/communicator.h"
 #include "comm/device_collectives.h"
+#include "comm/tags.h"
 #include "core/datatype.h"
 
 namespace fairway {
 namespace {
 
-bool elementwise(CollectiveKind kind) {
-  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
-}
-
 size_t slicesOf(size_t count, size_t sliceLength) { return (count + sliceLength - 1) / sliceLength; }
-
-bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
-}
 
 }  // namespace
 
-Status DeviceCollectives::enqueueStaged(const CollectiveArgs& a, void* stream) {
-  if (a.kind == CollectiveKind::AllToAllv || a.kind == CollectiveKind::Barrier) {
-    return enqueueOnWorker(stream, 1, [this, a](uint32_t first) { return runStagedWhole(a, first); });
-  }
-  // One host collective per slice: the numbers are reserved now, in call order.
-  const bool sliced = elementwise(a.kind);
-  const size_t sliceLength = sliced ? stagedSliceElements(a) : blockSliceElements(a);
-  const auto slices = static_cast<uint32_t>(slicesOf(a.count, sliceLength));
-  return enqueueOnWorker(stream, slices, [this, a, sliced, sliceLength](uint32_t first) {
-    return sliced ? runStagedInSlices(a, sliceLength, first) : runStagedBlocks(a, sliceLength, first);
+// One collective number for the whole call, whatever its size: the
+// selected algorithm runs slice after slice under it, every slice's
+// messages carrying the call's signature (a sender's messages under one
+// tag match in order, so slices never cross).
+Status DeviceCollectives::enqueueStaged(const CollectiveArgs& a, Algorithm algorithm, void* stream) {
+  return enqueueOnWorker(stream, 1, [this, a, algorithm](uint32_t sequence) {
+    switch (a.kind) {
+      case CollectiveKind::AllReduce:
+      case CollectiveKind::Broadcast:
+      case CollectiveKind::Reduce:
+        return runStagedInSlices(a, algorithm, stagedSliceElements(a), sequence);
+      case CollectiveKind::AllToAllv: return runStagedAllToAllv(a, sequence);
+      case CollectiveKind::Barrier: return runStagedSlice(a, a, algorithm, sequence);
+      default: return runStagedBlocks(a, algorithm, blockSliceElements(a), sequence);
+    }
   });
+}
+
+Status DeviceCollectives::runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, Algorithm algorithm,
+                                         uint32_t sequence) {
+  Communicator::Reserved how;
+  how.chosen = true;
+  how.algorithm = algorithm;
+  how.whole = &whole;
+  return comm_.runReserved(slice, sequence, how);
 }
 
 Status DeviceCollectives::ensureStagingResources() {
@@ -49,9 +55,9 @@ size_t DeviceCollectives::stagedSliceElements(const CollectiveArgs& a) const {
 
 // Slice s is copied to the host while slice s-1 crosses the network and
 // slice s-2 is copied back; one copy stream keeps the copies in order, so a
-// host buffer is refilled only after its previous slice has left it. Each
-// slice is one host collective, numbered first + s.
-Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, size_t sliceCount, uint32_t firstSequence) {
+// host buffer is refilled only after its previous slice has left it.
+Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, Algorithm algorithm, size_t sliceCount,
+                                            uint32_t sequence) {
   const size_t es = datatypeSize(a.datatype);
   const size_t slices = slicesOf(a.count, sliceCount);
   const bool root = comm_.rank() == a.root;
@@ -76,7 +82,7 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, size_t slic
     CollectiveArgs slice = a;
     slice.count = std::min(sliceCount, a.count - s * sliceCount);
     slice.send = slice.recv = slices_[s % 2].data();  // in place on the host
-    FW_RETURN_IF_ERROR(comm_.runReserved(slice, firstSequence + static_cast<uint32_t>(s)));
+    FW_RETURN_IF_ERROR(runStagedSlice(a, slice, algorithm, sequence));
     if (hasOutput) {
       FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + s * sliceCount * es, slices_[s % 2].data(),
                                            slice.count * es, copyStream_));
@@ -121,13 +127,14 @@ size_t DeviceCollectives::blockSliceElements(const CollectiveArgs& a) const {
 }
 
 // Collectives with a block per rank move in slices of every block: the
-// slice's pieces are packed into one pinned buffer, the host runs the same
-// collective on `len` elements, and the result is unpacked. A slice's
+// slice's pieces are packed into one pinned buffer, the selected algorithm
+// runs the same collective on `len` elements, and the result is unpacked. A slice's
 // copies in finish before its host call and before the next slice's pack
 // (one copy stream), so the two pinned buffers never exceed
 // FAIRWAY_STAGING_SLICE_BYTES each. In place works slice by slice: a
 // slice is packed whole before any of it is written back.
-Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, size_t sliceLength, uint32_t firstSequence) {
+Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, Algorithm algorithm, size_t sliceLength,
+                                          uint32_t sequence) {
   const size_t es = datatypeSize(a.datatype);
   const int n = comm_.size();
   const size_t slices = slicesOf(a.count, sliceLength);
@@ -148,7 +155,7 @@ Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, size_t sliceL
     slice.count = len;
     slice.send = pieces.in.empty() ? nullptr : whole_[0].data();
     slice.recv = pieces.out.empty() ? nullptr : whole_[1].data();
-    FW_RETURN_IF_ERROR(comm_.runReserved(slice, firstSequence + static_cast<uint32_t>(s)));
+    FW_RETURN_IF_ERROR(runStagedSlice(a, slice, algorithm, sequence));
     for (size_t i = 0; i < pieces.out.size(); ++i) {
       FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + pieces.out[i] * es,
                                            whole_[1].data() + i * len * es, len * es, copyStream_));
@@ -158,37 +165,61 @@ Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, size_t sliceL
 }
 
 // All-to-all-v's blocks differ in length from rank to rank, so no slice
-// count is known to all ranks: it moves whole (and a barrier has no data). In-place forms (one buffer
-// inside the other) are staged as one host range, so the host call is in
-// place too; the receive buffer is loaded first so the gaps between its
-// blocks come back unchanged.
-Status DeviceCollectives::runStagedWhole(const CollectiveArgs& a, uint32_t firstSequence) {
-  size_t sendBytes = 0, recvBytes = 0;
-  bufferBytes(a, comm_.rank(), comm_.size(), &sendBytes, &recvBytes);
+// of the whole call is the same on every rank: it runs as the pairwise
+// exchange (step k: to r+k, from r-k), each pair's blocks moving in slices
+// of FAIRWAY_STAGING_SLICE_BYTES through one pinned buffer per direction.
+// Both sides of a pair cut a block alike (sendcounts[to] on one side must
+// equal recvcounts[from] on the other; a difference is a truncation UCX
+// reports), so staging stays within the two slice buffers at any size.
+Status DeviceCollectives::runStagedAllToAllv(const CollectiveArgs& a, uint32_t sequence) {
+  const int n = comm_.size(), r = comm_.rank();
+  const size_t es = datatypeSize(a.datatype), slice = comm_.config().pipeline.stagingSliceBytes;
+  const uint8_t signature = collectiveSignature(a);
   FW_RETURN_IF_ERROR(ensureStagingResources());
-  CollectiveArgs host = a;
-  const bool shared = rangesOverlap(a.send, sendBytes, a.recv, recvBytes);
-  if (shared) {
-    auto lo = std::min(reinterpret_cast<uintptr_t>(a.send), reinterpret_cast<uintptr_t>(a.recv));
-    auto hi = std::max(reinterpret_cast<uintptr_t>(a.send) + sendBytes, reinterpret_cast<uintptr_t>(a.recv) + recvBytes);
-    FW_RETURN_IF_ERROR(whole_[0].reserve(hi - lo));
-    char* base = static_cast<char*>(whole_[0].data());
-    FW_RETURN_IF_ERROR(device_.copyAsync(base, reinterpret_cast<const void*>(lo), hi - lo, copyStream_));
-    host.send = base + (reinterpret_cast<uintptr_t>(a.send) - lo);
-    host.recv = base + (reinterpret_cast<uintptr_t>(a.recv) - lo);
-  } else {
-    FW_RETURN_IF_ERROR(whole_[0].reserve(sendBytes));
-    FW_RETURN_IF_ERROR(whole_[1].reserve(recvBytes));
-    if (sendBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(whole_[0].data(), a.send, sendBytes, copyStream_));
-    if (recvBytes > 0 && a.kind == CollectiveKind::AllToAllv) {
-      FW_RETURN_IF_ERROR(device_.copyAsync(whole_[1].data(), a.recv, recvBytes, copyStream_));
-    }
-    host.send = sendBytes > 0 ? whole_[0].data() : nullptr;
-    host.recv = recvBytes > 0 ? whole_[1].data() : nullptr;
+  char* const send = static_cast<char*>(const_cast<void*>(a.send));
+  char* const recv = static_cast<char*>(a.recv);
+  if (a.sendcounts[r] > 0) {
+    FW_RETURN_IF_ERROR(
+        device_.copyAsync(recv + a.rdispls[r] * es, send + a.sdispls[r] * es, a.sendcounts[r] * es, copyStream_));
   }
-  FW_RETURN_IF_ERROR(copier_.wait());
-  FW_RETURN_IF_ERROR(comm_.runReserved(host, firstSequence));
-  if (recvBytes > 0) FW_RETURN_IF_ERROR(device_.copyAsync(a.recv, host.recv, recvBytes, copyStream_));
+  Messenger& messenger = comm_.messenger();
+  for (int k = 1; k < n; ++k) {
+    const int to = (r + k) % n, from = (r - k + n) % n;
+    const size_t sendBytes = a.sendcounts[to] * es, recvBytes = a.recvcounts[from] * es;
+    const size_t sendSlices = messageSlices(sendBytes), recvSlices = messageSlices(recvBytes);
+    FW_RETURN_IF_ERROR(slices_[0].reserve(std::min(sendBytes, slice)));
+    FW_RETURN_IF_ERROR(slices_[1].reserve(std::min(recvBytes, slice)));
+    for (size_t i = 0; i < std::max(sendSlices, recvSlices); ++i) {
+      Pending pending[2];
+      const size_t sendLen = i < sendSlices ? std::min(slice, sendBytes - i * slice) : 0;
+      const size_t recvLen = i < recvSlices ? std::min(slice, recvBytes - i * slice) : 0;
+      if (i < recvSlices) {
+        FW_RETURN_IF_ERROR(messenger.recv(from, slices_[1].data(), recvLen,
+                                          Tag::collective(from, sequence, signature, static_cast<uint32_t>(k)),
+                                          &pending[0]));
+      }
+      if (i < sendSlices) {
+        if (sendLen > 0) {
+          FW_RETURN_IF_ERROR(device_.copyAsync(slices_[0].data(), send + a.sdispls[to] * es + i * slice, sendLen,
+                                               copyStream_));
+        }
+        FW_RETURN_IF_ERROR(copier_.wait());
+        FW_RETURN_IF_ERROR(messenger.send(to, slices_[0].data(), sendLen,
+                                          Tag::collective(r, sequence, signature, static_cast<uint32_t>(k)),
+                                          &pending[1]));
+      }
+      Status moved = messenger.waitAll(pending, 2);
+      if (!moved.isOk()) {
+        messenger.cancel(pending, 2);  // nothing lands in the slice buffers later
+        return moved;
+      }
+      if (recvLen > 0) {
+        FW_RETURN_IF_ERROR(device_.copyAsync(recv + a.rdispls[from] * es + i * slice, slices_[1].data(), recvLen,
+                                             copyStream_));
+        FW_RETURN_IF_ERROR(copier_.wait());  // emptied before the next slice lands
+      }
+    }
+  }
   return copier_.wait();
 }
 

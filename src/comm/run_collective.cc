@@ -1,7 +1,6 @@
 #include "comm/run_collective.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -51,46 +50,13 @@ void bufferBytes(const CollectiveArgs& a, int rank, int n, size_t* sendBytes, si
   }
 }
 
-namespace {
-
-// The selector's choice, unless it is two-phase where two-phase cannot run
-// (a group inside a communicator, one node, nodes of different sizes): then
-// the one-node default, and the log says so once per collective.
-Algorithm choose(const CollectiveContext& ctx, const AlgorithmSelector& selector, CollectiveKind kind, size_t bytes) {
-  if (ctx.hierarchy().required) return Algorithm::TwoPhase;
-  const RankLayout* layout = ctx.layout();
-  Algorithm algo = selector.choose(kind, bytes, layout);
-  if (algo == Algorithm::TwoPhase || algo == Algorithm::Leaders) {
-    const bool twoPhase = algo == Algorithm::TwoPhase;
-    // Plain strings: this runs on every call, so nothing is allocated here.
-    const char* why = layout == nullptr                      ? "it runs on whole communicators only"
-                      : twoPhase && layout->nodeCount() == 1 ? "all ranks are on one node"
-                      : twoPhase && !layout->uniform()       ? "the nodes hold different numbers of ranks"
-                                                             : nullptr;
-    if (why != nullptr) {
-      algo = selector.defaultOnOneNode(kind, bytes);
-      static std::atomic<unsigned> warned{0};
-      unsigned bit = 1u << static_cast<unsigned>(kind);
-      if ((warned.fetch_or(bit) & bit) == 0) {
-        FW_LOG(Warn, Algo, "%s: %s cannot run on %s because %s; using the flat algorithms (%s at this size)",
-               collectiveName(kind), twoPhase ? "twophase" : "leaders",
-               layout ? layout->describe().c_str() : "a group", why, algorithmName(algo));
-      }
-    }
-  }
-  FW_LOG(Trace, Algo, "%s of %zu bytes: %s", collectiveName(kind), bytes, algorithmName(algo));
-  return algo;
-}
-
-}  // namespace
-
-Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const AlgorithmSelector& selector) {
+Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm algo) {
+  if (algo == Algorithm::Native) return Status(fwInternalError, "NCCL's own collective reached the host engine");
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t es = ctx.elementSize();
   switch (a.kind) {
     case CollectiveKind::AllReduce: {
-      Algorithm algo = choose(ctx, selector, a.kind, a.count * es);
       switch (algo) {
         case Algorithm::Ring: return ringAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::RecursiveDoubling: return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
@@ -100,7 +66,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       }
     }
     case CollectiveKind::ReduceScatter: {
-      if (choose(ctx, selector, a.kind, a.count * n * es) == Algorithm::TwoPhase) {
+      if (algo == Algorithm::TwoPhase) {
         return twoPhaseReduceScatter(ctx, a.send, a.recv, a.count);
       }
       // Partial sums need a buffer laid out like send; send is the caller's
@@ -109,7 +75,6 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
       return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), partial);
     }
     case CollectiveKind::AllGather: {
-      Algorithm algo = choose(ctx, selector, a.kind, a.count * es);
       if (algo == Algorithm::TwoPhase) return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
       if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
       void* mine = ctx.at(a.recv, a.count * r);
@@ -118,12 +83,12 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, const Algo
     }
     case CollectiveKind::Broadcast:
       if (r == a.root) FW_RETURN_IF_ERROR(ctx.copy(a.recv, a.send, a.count));
-      if (choose(ctx, selector, a.kind, a.count * es) == Algorithm::Leaders) {
+      if (algo == Algorithm::Leaders) {
         return leaderBroadcast(ctx, a.recv, a.count, a.root);
       }
       return binomialBroadcast(ctx, a.recv, a.count, a.root);
     case CollectiveKind::Reduce:
-      if (choose(ctx, selector, a.kind, a.count * es) == Algorithm::Leaders) {
+      if (algo == Algorithm::Leaders) {
         return leaderReduce(ctx, a.send, a.recv, a.count, a.root);
       }
       return binomialReduce(ctx, a.send, a.recv, a.count, a.root);

@@ -1,4 +1,4 @@
-// Runs one validated collective with the algorithm the selector picks.
+// Runs one validated collective with the algorithm the selector picked.
 #pragma once
 
 #include "algorithms/context.h"
@@ -7,6 +7,6 @@
 
 namespace fairway {
 
-Status runCollective(CollectiveContext& ctx, const CollectiveArgs& args, const AlgorithmSelector& selector);
+Status runCollective(CollectiveContext& ctx, const CollectiveArgs& args, Algorithm algorithm);
 
 }  // namespace fairway

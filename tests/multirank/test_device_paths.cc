@@ -354,6 +354,8 @@ struct Layout {
 };
 const Layout kOneByFour{"1x4", {"a", "a", "a", "a"}};
 const Layout kTwoByTwo{"2x2", {"a", "a", "b", "b"}};
+const Layout kTwoByFour{"2x4", {"a", "a", "a", "a", "b", "b", "b", "b"}};
+const Layout kFourByTwo{"4x2", {"a", "a", "b", "b", "c", "c", "d", "d"}};
 // Nodes of different sizes, a node's ranks not consecutive.
 const Layout kThreePlusTwo{"3p2", {"a", "b", "a", "b", "a"}};
 // Uniform, a node's ranks not consecutive (two-phase packs its blocks).
@@ -365,24 +367,27 @@ struct DeviceCase {
   int path;  // index into kPaths
 };
 
-// Staged: the collectives themselves, on one node and two. Direct: every
-// host algorithm runs on device memory there, so the forced algorithms
-// too (on one node), and two-phase forced on uniform layouts (with small
-// slices, so its pipeline runs several). NCCL inside nodes: what it runs
-// flat on one node, and two-phase across uniform nodes with the rail
-// staged (consecutive and permuted nodes) or direct.
+// Staged: the collectives themselves, on one node and on two (2x2, 2x4).
+// Direct: every host algorithm runs on device memory there, so the forced
+// algorithms too (on one node), the collectives on 1x4, 2x2, 3+2 and 4x2,
+// and two-phase forced on uniform layouts (with small slices, so its
+// pipeline runs several). NCCL inside nodes: what it runs flat on one
+// node, and two-phase across uniform nodes with the rail staged
+// (consecutive and permuted nodes, 4x2) or direct.
 std::vector<DeviceCase> deviceCases() {
   std::vector<DeviceCase> out;
   for (const CollectiveCase& c : collectiveCases()) {
     if (c.algorithm != nullptr) continue;
-    for (const Layout* layout : {&kOneByFour, &kTwoByTwo}) out.push_back({c, layout, kStaged});
+    for (const Layout* layout : {&kOneByFour, &kTwoByTwo, &kTwoByFour}) out.push_back({c, layout, kStaged});
   }
   for (const CollectiveCase& c : collectiveCases()) {
     if (c.algorithm != nullptr) {
       out.push_back({c, &kOneByFour, kDirect});  // a flat algorithm runs alike on any layout
       continue;
     }
-    for (const Layout* layout : {&kOneByFour, &kTwoByTwo, &kThreePlusTwo}) out.push_back({c, layout, kDirect});
+    for (const Layout* layout : {&kOneByFour, &kTwoByTwo, &kThreePlusTwo, &kFourByTwo}) {
+      out.push_back({c, layout, kDirect});
+    }
   }
   static const struct { const char* base; const char* name; const char* algorithm; } kTwoPhase[] = {
       {"allreduce", "allreduce_twophase", "allreduce:twophase"},
@@ -404,7 +409,9 @@ std::vector<DeviceCase> deviceCases() {
     const bool twoPhase = name == "allreduce" || name == "reducescatter" || name == "allgather";
     if (twoPhase || name == "broadcast" || name == "reduce") out.push_back({c, &kOneByFour, kNcclStaged});
     if (!twoPhase) continue;
-    for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted}) out.push_back({c, layout, kNcclStaged});
+    for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted, &kFourByTwo}) {
+      out.push_back({c, layout, kNcclStaged});
+    }
     out.push_back({c, &kTwoByTwo, kNcclDirect});
   }
   return out;

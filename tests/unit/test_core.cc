@@ -240,29 +240,6 @@ TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {
   }
 }
 
-TEST(Selector, SizeBasedDefaultsAndOverrides) {
-  AlgorithmSelector s;
-  ASSERT_TRUE(AlgorithmSelector::create({}, &s).isOk());
-  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 1024), Algorithm::RecursiveDoubling);
-  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 32 * 1024), Algorithm::Ring);
-  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 64 << 20), Algorithm::Ring);
-  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 64), Algorithm::Bruck);
-  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 512), Algorithm::Bruck);
-  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 2048), Algorithm::Ring);
-  EXPECT_EQ(s.choose(CollectiveKind::AllGather, 1 << 20), Algorithm::Ring);
-  ASSERT_TRUE(AlgorithmSelector::create({{"allreduce", "ring"}}, &s).isOk());
-  EXPECT_EQ(s.choose(CollectiveKind::AllReduce, 8), Algorithm::Ring);
-}
-
-TEST(Selector, RejectsUnknownNames) {
-  AlgorithmSelector s;
-  Status st = AlgorithmSelector::create({{"allreduce", "bruck"}}, &s);
-  EXPECT_EQ(st.code(), fwInvalidArgument);
-  EXPECT_NE(st.message().find("ring|rabenseifner|recursive_doubling"), std::string::npos) << st.message();
-  st = AlgorithmSelector::create({{"allsum", "ring"}}, &s);
-  EXPECT_NE(st.message().find("unknown collective 'allsum'"), std::string::npos) << st.message();
-}
-
 }  // namespace
 }  // namespace fairway
 

@@ -225,22 +225,20 @@ TEST(TransportPlan, GpuNodeUsesNcclInsideAndUcxBetweenNodes) {
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
   EXPECT_EQ(plan.intraDevice, DevicePath::Nccl);
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::Nccl);
+  EXPECT_EQ(plan.interDevice, DevicePath::None);
   EXPECT_TRUE(plan.reasons.empty());
 
   in.nodeCount = 2;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
   EXPECT_EQ(plan.intraDevice, DevicePath::Nccl);
   EXPECT_EQ(plan.interDevice, DevicePath::UcxStaged);
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::UcxStaged);
-  EXPECT_TRUE(plan.deviceTwoPhase);
-  EXPECT_TRUE(hasReason(plan, "device collectives spanning 2 nodes: allreduce, reduce-scatter and allgather "
-                              "two-phase (nccl inside each node, ucx-staged between nodes)", false));
+  EXPECT_TRUE(hasReason(plan, "device collectives spanning 2 nodes: NCCL reaches only each node's ranks, so "
+                              "allreduce, reduce-scatter and allgather run two-phase (nccl inside each node, "
+                              "ucx-staged between nodes)", false));
 
   in.ucxReachesDeviceMemory = true;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
   EXPECT_EQ(plan.interDevice, DevicePath::Ucx);
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::Ucx);
   EXPECT_EQ(plan.deviceOverUcx, DevicePath::Ucx);
 
   in.ucxDeviceMemory = "staged";  // FAIRWAY_UCX_DEVICE_MEMORY=staged wins over UCX's reach
@@ -268,7 +266,7 @@ TEST(TransportPlan, NoGpuMeansHostBuffersOnly) {
   in.nccl = Availability::no("no CUDA device");
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::None);
+  EXPECT_EQ(plan.intraDevice, DevicePath::None);
   EXPECT_TRUE(hasReason(plan, "device buffers: none (libfairway-device-cuda.so", false));
 }
 
@@ -277,14 +275,14 @@ TEST(TransportPlan, FallsBackToStagingWhenNcclCannotRun) {
   in.nccl = Availability::no("libfairway-transport-nccl.so could not be loaded");
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, DevicePath::UcxStaged);
   EXPECT_TRUE(hasReason(plan, "intra-node device buffers: ucx-staged (NCCL is not usable: libfairway-transport-nccl",
                         true));
 
   in = gpuNode();
   in.sharedGpu = "ranks 0 and 1 share GPU 0000:21:00.0 on node a";
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, DevicePath::UcxStaged);
   EXPECT_TRUE(hasReason(plan, "share GPU 0000:21:00.0 on node a (NCCL needs one GPU per rank)", true));
 }
 
@@ -293,7 +291,7 @@ TEST(TransportPlan, OverridesAreHonouredOrRefused) {
   in.forceIntra = "ucx";
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, DevicePath::UcxStaged);
   EXPECT_TRUE(hasReason(plan, "(FAIRWAY_INTRA_TRANSPORT=ucx; this UCX has no CUDA memory support", false));
 
   in = gpuNode();
@@ -301,8 +299,7 @@ TEST(TransportPlan, OverridesAreHonouredOrRefused) {
   in.forceAll = "nccl";
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
   EXPECT_EQ(plan.interDevice, DevicePath::Nccl);
-  EXPECT_EQ(plan.deviceCollectives, DevicePath::Nccl);
-  EXPECT_FALSE(plan.deviceTwoPhase);
+  EXPECT_FALSE(hasReason(plan, "two-phase", false));
   EXPECT_TRUE(hasReason(plan, "inter-node host buffers: ucx (FAIRWAY_TRANSPORT=nccl applies to device buffers", false));
 
   // A specific level's variable wins over FAIRWAY_TRANSPORT.

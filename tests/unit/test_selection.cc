@@ -1,0 +1,139 @@
+// The selection table: one answer per (collective, memory, layout, size),
+// with the algorithm and the provider of each phase.
+#include <gtest/gtest.h>
+
+#include "algorithms/selector.h"
+
+namespace fairway {
+namespace {
+
+RankLayout nodesOf(std::vector<int> ranksPerNode) {
+  std::vector<std::string> nodeOfRank;
+  for (size_t node = 0; node < ranksPerNode.size(); ++node) {
+    for (int i = 0; i < ranksPerNode[node]; ++i) nodeOfRank.push_back("node" + std::to_string(node));
+  }
+  return RankLayout(nodeOfRank);
+}
+
+SelectionKey keyFor(CollectiveKind kind, size_t bytes, const RankLayout* layout, bool onDevice = false,
+                    bool ncclRunsIt = true) {
+  SelectionKey key;
+  key.kind = kind;
+  key.bytes = bytes;
+  key.layout = layout;
+  key.ranks = layout != nullptr ? layout->size() : 4;
+  key.onDevice = onDevice;
+  key.ncclRunsIt = ncclRunsIt;
+  return key;
+}
+
+Selector selectorWith(const std::map<std::string, std::string>& overrides, DeviceRoutes routes = {}) {
+  Selector s;
+  EXPECT_TRUE(Selector::create(overrides, &s).isOk());
+  s.setDeviceRoutes(routes);
+  return s;
+}
+
+TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
+  const RankLayout one = nodesOf({4});
+  Selector s = selectorWith({});
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, &one)).algorithm, Algorithm::RecursiveDoubling);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 32 * 1024, &one)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &one)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllGather, 512, &one)).algorithm, Algorithm::Bruck);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllGather, 2048, &one)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::Barrier, 0, &one)).algorithm, Algorithm::Dissemination);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllToAllv, 8, nullptr)).algorithm, Algorithm::Pairwise);
+  const Selection ring = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one));
+  EXPECT_EQ(ring.node, Provider::HostUcx);
+  EXPECT_EQ(ring.rail, Provider::HostUcx);
+  EXPECT_GT(ring.predictedUs, 0);  // the model has a formula for it
+
+  s = selectorWith({{"allreduce", "ring"}});
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
+}
+
+TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRun) {
+  const RankLayout twoByFour = nodesOf({4, 4});
+  Selector s = selectorWith({});
+  // Large buffers cross the slow inter-node link once per node with two-phase.
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByFour)).algorithm, Algorithm::TwoPhase);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 64 << 20, &twoByFour)).algorithm, Algorithm::TwoPhase);
+
+  s = selectorWith({{"allreduce", "twophase"}});
+  const RankLayout uneven = nodesOf({3, 2});
+  const RankLayout one = nodesOf({4});
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &twoByFour)).algorithm, Algorithm::TwoPhase);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &uneven)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64, nullptr)).algorithm, Algorithm::RecursiveDoubling);
+}
+
+TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
+  const RankLayout one = nodesOf({4});
+  DeviceRoutes routes;
+  routes.present = routes.ncclEverywhere = true;
+  Selector s = selectorWith({}, routes);
+  Selection native = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true));
+  EXPECT_EQ(native.algorithm, Algorithm::Native);
+  EXPECT_EQ(native.node, Provider::Nccl);
+  EXPECT_LT(native.predictedUs, 0);  // no model of NCCL's own collective
+  // NCCL has no form of it (bitwise op, all-to-all): the host's choice over staged UCX.
+  Selection bitwise = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
+  EXPECT_EQ(bitwise.algorithm, Algorithm::Ring);
+  EXPECT_EQ(bitwise.rail, Provider::StagedUcx);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllToAll, 64, &one, true, false)).node, Provider::StagedUcx);
+  // Host buffers of the same communicator never see NCCL.
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one)).node, Provider::HostUcx);
+
+  // A forced algorithm wins over NCCL's own collective, on UCX reaching device memory.
+  routes.ucxDirect = true;
+  s = selectorWith({{"allreduce", "ring"}}, routes);
+  Selection forced = s.select(keyFor(CollectiveKind::AllReduce, 64, &one, true));
+  EXPECT_EQ(forced.algorithm, Algorithm::Ring);
+  EXPECT_EQ(forced.node, Provider::DeviceUcx);
+}
+
+TEST(Selector, DeviceBuffersAcrossNodesRunTwoPhaseWithNcclInsideNodes) {
+  const RankLayout twoByTwo = nodesOf({2, 2});
+  const RankLayout uneven = nodesOf({3, 2});
+  DeviceRoutes routes;
+  routes.present = routes.ncclInNodes = true;
+  Selector s = selectorWith({}, routes);
+  for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
+    for (size_t bytes : {size_t{4}, size_t{1} << 28}) {
+      const Selection two = s.select(keyFor(kind, bytes, &twoByTwo, true));
+      EXPECT_EQ(two.algorithm, Algorithm::TwoPhase) << collectiveName(kind) << " " << bytes;
+      EXPECT_EQ(two.node, Provider::Nccl);
+      EXPECT_EQ(two.rail, Provider::StagedUcx);
+      EXPECT_GT(two.predictedUs, 0);
+    }
+  }
+  // Broadcast has no two-phase form; nodes of different sizes have no two-phase at all.
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::Broadcast, 1 << 20, &twoByTwo, true)).node, Provider::StagedUcx);
+  const Selection flat = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &uneven, true));
+  EXPECT_NE(flat.algorithm, Algorithm::TwoPhase);
+  EXPECT_EQ(flat.node, Provider::StagedUcx);
+
+  // Another algorithm forced: it runs flat over UCX; two-phase forced keeps NCCL inside nodes.
+  routes.ucxDirect = true;
+  s = selectorWith({{"allreduce", "ring"}, {"allgather", "twophase"}}, routes);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &twoByTwo, true)).node, Provider::DeviceUcx);
+  const Selection forcedTwoPhase = s.select(keyFor(CollectiveKind::AllGather, 1 << 20, &twoByTwo, true));
+  EXPECT_EQ(forcedTwoPhase.node, Provider::Nccl);
+  EXPECT_EQ(forcedTwoPhase.rail, Provider::DeviceUcx);
+}
+
+TEST(Selector, RejectsUnknownNames) {
+  Selector s;
+  Status st = Selector::create({{"allreduce", "bruck"}}, &s);
+  EXPECT_EQ(st.code(), fwInvalidArgument);
+  EXPECT_NE(st.message().find("ring|rabenseifner|recursive_doubling"), std::string::npos) << st.message();
+  st = Selector::create({{"allsum", "ring"}}, &s);
+  EXPECT_NE(st.message().find("unknown collective 'allsum'"), std::string::npos) << st.message();
+  st = Selector::create({{"allreduce", "nccl"}}, &s);
+  EXPECT_EQ(st.code(), fwInvalidArgument) << "NCCL's own collective is not a Fairway algorithm to force";
+}
+
+}  // namespace
+}  // namespace fairway
