@@ -104,6 +104,18 @@ FAIRWAY_API const char* fwGetLastErrorMessage(void);
  * passes it to every rank, which then calls fwCommInitRank. */
 FAIRWAY_API fwResult_t fwGetUniqueId(fwUniqueId* uniqueId);
 FAIRWAY_API fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank);
+
+/* Settings of one communicator that override the environment's. Start
+ * from FW_CONFIG_INITIALIZER (it sets `size`, so fields added later keep
+ * their defaults for older callers); a field left at its initial value
+ * takes the environment's setting. Communicators split from it inherit them. */
+typedef struct {
+  size_t size;          /* sizeof(fwConfig_t), set by the initializer */
+  long long timeoutMs;  /* bounds every wait, as FAIRWAY_TIMEOUT_MS; 0: the environment's */
+} fwConfig_t;
+#define FW_CONFIG_INITIALIZER {sizeof(fwConfig_t), 0}
+FAIRWAY_API fwResult_t fwCommInitRankConfig(fwComm_t* comm, int nranks, fwUniqueId commId, int rank,
+                                            const fwConfig_t* config);
 /* Rank, size and root from the launcher's environment: FAIRWAY_RANK/
  * FAIRWAY_WORLD_SIZE, torchrun's RANK/WORLD_SIZE, Open MPI's
  * OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/SLURM_NTASKS; the root from

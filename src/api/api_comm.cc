@@ -1,4 +1,5 @@
 // C entry points that create, split, query and destroy communicators.
+#include <cstddef>
 #include <memory>
 
 #include "api/handles.h"
@@ -49,20 +50,53 @@ fwResult_t fwGetUniqueId(fwUniqueId* uniqueId) {
   return reportToCaller(st.withContext("fwGetUniqueId"));
 }
 
-fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank) {
-  if (comm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommInitRank: comm is NULL"));
+namespace {
+
+// The caller's settings over the environment's; refuses what it cannot read.
+Status applyUserConfig(const fwConfig_t* user, Config* config) {
+  if (user == nullptr) return Status::ok();
+  if (user->size < offsetof(fwConfig_t, timeoutMs) + sizeof(user->timeoutMs) || user->size > (1u << 16)) {
+    return Status(fwInvalidArgument, "config.size is " + std::to_string(user->size) +
+                                         ": start from FW_CONFIG_INITIALIZER");
+  }
+  if (user->timeoutMs < 0) {
+    return Status(fwInvalidArgument, "config.timeoutMs is " + std::to_string(user->timeoutMs) +
+                                         ": give milliseconds, or 0 for FAIRWAY_TIMEOUT_MS");
+  }
+  if (user->timeoutMs > 0) config->timeoutMs = user->timeoutMs;
+  return Status::ok();
+}
+
+Status initRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank, const fwConfig_t* user) {
   *comm = nullptr;
   Status st = checkRankAndSize(rank, nranks);
   BootstrapId id;
   if (st.isOk()) st = decodeUniqueId(commId, &id);
   Config config;
   if (st.isOk()) st = Config::fromEnvironment(&config);
+  if (st.isOk()) st = applyUserConfig(user, &config);
   if (st.isOk()) {
     st = createAndRegister([&](std::unique_ptr<Communicator>* out) {
       return createFromBootstrap(id, rank, nranks, config, out);
     }, comm);
   }
-  return reportToCaller(st.withContext("fwCommInitRank"));
+  return st;
+}
+
+}  // namespace
+
+fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank) {
+  if (comm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommInitRank: comm is NULL"));
+  return reportToCaller(initRank(comm, nranks, commId, rank, nullptr).withContext("fwCommInitRank"));
+}
+
+fwResult_t fwCommInitRankConfig(fwComm_t* comm, int nranks, fwUniqueId commId, int rank, const fwConfig_t* config) {
+  if (comm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommInitRankConfig: comm is NULL"));
+  if (config == nullptr) {
+    *comm = nullptr;
+    return reportToCaller(Status(fwInvalidPointer, "fwCommInitRankConfig: config is NULL"));
+  }
+  return reportToCaller(initRank(comm, nranks, commId, rank, config).withContext("fwCommInitRankConfig"));
 }
 
 fwResult_t fwCommInitFromEnv(fwComm_t* comm) {

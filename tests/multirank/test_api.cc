@@ -272,6 +272,35 @@ TEST(InitFromEnv, MissingLauncherSaysWhatToSet) {
   EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "FAIRWAY_RANK"), nullptr) << fwGetLastErrorMessage();
 }
 
+// A communicator's own settings win over the environment's: a receive
+// nobody answers ends after the config's timeout, not FAIRWAY_TIMEOUT_MS.
+TEST(InitRankConfig, TimeoutOverridesTheEnvironmentAndBadConfigsAreRefused) {
+  fwUniqueId id;
+  ASSERT_EQ(fwGetUniqueId(&id), fwSuccess);
+  fwComm_t comm = reinterpret_cast<fwComm_t>(0x1);
+  fwConfig_t bad = FW_CONFIG_INITIALIZER;
+  bad.size = 0;
+  EXPECT_EQ(fwCommInitRankConfig(&comm, 1, id, 0, &bad), fwInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "FW_CONFIG_INITIALIZER"), nullptr) << fwGetLastErrorMessage();
+  bad = FW_CONFIG_INITIALIZER;
+  bad.timeoutMs = -5;
+  EXPECT_EQ(fwCommInitRankConfig(&comm, 1, id, 0, &bad), fwInvalidArgument);
+  EXPECT_EQ(fwCommInitRankConfig(&comm, 1, id, 0, nullptr), fwInvalidPointer);
+
+  setenv("FAIRWAY_TIMEOUT_MS", "600000", 1);
+  fwConfig_t config = FW_CONFIG_INITIALIZER;
+  config.timeoutMs = 300;
+  ASSERT_EQ(fwCommInitRankConfig(&comm, 1, id, 0, &config), fwSuccess) << fwGetLastErrorMessage();
+  unsetenv("FAIRWAY_TIMEOUT_MS");
+  int value = 0;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(fwRecv(&value, 1, fwInt32, 0, comm, nullptr), fwTimeout);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  fwCommAbort(comm);
+}
+
 // Without a device runtime there is no device memory to hand out, and the
 // error says why; freeing a pointer that is not device memory is refused.
 TEST(MemAlloc, WithoutDeviceRuntimeSaysWhy) {
