@@ -1,0 +1,780 @@
+#include "fairway_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#ifdef FAIRWAY_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+namespace fairway_torch {
+namespace {
+
+constexpr const char* kUniqueIdKey = "fairway/unique_id";
+constexpr const char* kUniqueIdFailed = "fairway/unique_id_failed";
+
+std::string lastMessage(fwResult_t result) {
+  const char* detail = fwGetLastErrorMessage();
+  return detail != nullptr && detail[0] != '\0' ? detail : fwGetErrorString(result);
+}
+
+// The Fairway type of a tensor. bool travels as bytes where the operation
+// allows it (data movement, and the reductions below that keep 0/1).
+fwDataType_t fwTypeOf(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return fwFloat32;
+    case at::kDouble: return fwFloat64;
+    case at::kHalf: return fwFloat16;
+    case at::kBFloat16: return fwBfloat16;
+    case at::kChar: return fwInt8;
+    case at::kByte: return fwUint8;
+    case at::kBool: return fwUint8;
+    case at::kInt: return fwInt32;
+    case at::kLong: return fwInt64;
+    default: break;
+  }
+  TORCH_CHECK_VALUE(false, "fairway: dtype ", t.scalar_type(),
+                    " is not supported (float32, float64, float16, bfloat16, int8, uint8, int32, int64, bool)");
+}
+
+fwRedOp_t fwOpOf(const c10d::ReduceOp& op, const at::Tensor& t) {
+  const bool isBool = t.scalar_type() == at::kBool;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return isBool ? fwMax : fwSum;  // logical or
+    case c10d::ReduceOp::PRODUCT: return isBool ? fwMin : fwProd;  // logical and
+    case c10d::ReduceOp::MIN: return fwMin;
+    case c10d::ReduceOp::MAX: return fwMax;
+    case c10d::ReduceOp::BAND: return fwBand;
+    case c10d::ReduceOp::BOR: return fwBor;
+    case c10d::ReduceOp::BXOR: return fwBxor;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK_VALUE(!isBool, "fairway: ReduceOp.AVG has no meaning for bool tensors");
+      return fwAvg;
+    default: break;
+  }
+  TORCH_CHECK_VALUE(false, "fairway: reduce op ", static_cast<int>(op.op_),
+                    " is not supported (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)");
+}
+
+void checkTensor(const at::Tensor& t, const char* what) {
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "fairway: ", what, " takes dense tensors, not ", t.layout());
+  TORCH_CHECK_VALUE(t.is_contiguous(), "fairway: ", what, " takes contiguous tensors (call .contiguous() first)");
+  TORCH_CHECK_VALUE(t.is_cpu() || t.is_cuda(), "fairway: ", what, " takes cpu or cuda tensors, not ", t.device());
+  fwTypeOf(t);
+}
+
+void checkSame(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), "fairway: ", what, ": tensors of dtypes ", a.scalar_type(),
+                    " and ", b.scalar_type(), " in one call");
+  TORCH_CHECK_VALUE(a.device() == b.device(), "fairway: ", what, ": tensors on ", a.device(), " and ", b.device(),
+                    " in one call");
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "fairway: ", what, " takes one tensor per call, got ", tensors.size());
+  checkTensor(tensors[0], what);
+  return tensors[0];
+}
+
+size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+
+// Flattens same-typed tensors into one buffer (one collective instead of many).
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+void unflattenInto(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (at::Tensor& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+}  // namespace
+
+void throwFairwayError(fwResult_t result, const std::string& what) {
+  TORCH_CHECK_WITH(DistBackendError, false, "fairway: ", what, " failed: ", lastMessage(result), " (",
+                   fwGetErrorString(result), ")");
+}
+
+// ---- Work ----
+
+FairwayWork::FairwayWork(c10d::OpType type, std::vector<at::Tensor> outputs,
+                         c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout)
+    : c10d::Work(-1, type), outputs_(std::move(outputs)), future_(std::move(future)), timeout_(timeout) {}
+
+bool FairwayWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return finished_;
+}
+
+bool FairwayWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return finished_ && !error_;
+}
+
+std::exception_ptr FairwayWork::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void FairwayWork::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    error_ = error;
+  }
+  done_.notify_all();
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+// Fairway bounds every operation by the group's timeout, so the default
+// wait ends; a caller's shorter timeout is honoured here.
+bool FairwayWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto limit = timeout == kNoTimeout ? timeout_ + std::chrono::seconds(60) : timeout;
+  if (!done_.wait_for(lock, limit, [&] { return finished_; })) {
+    TORCH_CHECK_WITH(DistBackendError, false, "fairway: operation did not complete within ", limit.count(), " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+  lock.unlock();
+  // CUDA: makes the current stream wait for the operation's stream.
+  future_->wait();
+  return true;
+}
+
+// ---- Backend: creation ----
+
+FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                               std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), timeout_(timeout) {
+  fwUniqueId id;
+  if (rank == 0) {
+    const fwResult_t made = fwGetUniqueId(&id);
+    if (made != fwSuccess) {
+      // The others wait for the id: tell them why it will not come.
+      const std::string why = lastMessage(made);
+      store->set(kUniqueIdFailed, std::vector<uint8_t>(why.begin(), why.end()));
+      store->set(kUniqueIdKey, std::vector<uint8_t>());
+      throwFairwayError(made, "making the unique id");
+    }
+    store->set(kUniqueIdKey, std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
+  } else {
+    const std::vector<uint8_t> record = store->get(kUniqueIdKey);
+    if (record.size() != sizeof(id.internal)) {
+      std::string why = "rank 0 published no unique id";
+      if (store->check({kUniqueIdFailed})) {
+        const std::vector<uint8_t> text = store->get(kUniqueIdFailed);
+        why = "rank 0 could not make the unique id: " + std::string(text.begin(), text.end());
+      }
+      TORCH_CHECK_WITH(DistBackendError, false, "fairway: ", why);
+    }
+    std::memcpy(id.internal, record.data(), record.size());
+  }
+  fwConfig_t config = FW_CONFIG_INITIALIZER;
+  config.timeoutMs = std::max<long long>(1, timeout.count());
+  const fwResult_t created = fwCommInitRankConfig(&comm_, size, id, rank, &config);
+  if (created != fwSuccess) throwFairwayError(created, "creating the communicator of rank " + std::to_string(rank));
+  completer_ = std::thread([this] { completionLoop(); });
+}
+
+FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), comm_(comm), timeout_(timeout) {
+  completer_ = std::thread([this] { completionLoop(); });
+}
+
+FairwayBackend::~FairwayBackend() {
+  stopCompletion();
+  if (comm_ != nullptr) fwCommDestroy(comm_);
+}
+
+void FairwayBackend::stopCompletion() {
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  if (completer_.joinable()) completer_.join();
+}
+
+void FairwayBackend::abort() {
+  stopCompletion();
+  if (comm_ != nullptr) fwCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+void FairwayBackend::shutdown() {
+  stopCompletion();
+  if (comm_ != nullptr) fwCommDestroy(comm_);
+  comm_ = nullptr;
+}
+
+// Fairway finishes a communicator's calls in call order, so one thread
+// waiting on them in order finishes each Work as soon as it can be.
+void FairwayBackend::completionLoop() {
+  for (;;) {
+    Pending next;
+    {
+      std::unique_lock<std::mutex> lock(queueMutex_);
+      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    const fwResult_t result = fwWait(next.request);
+    try {
+      if (result != fwSuccess) throwFairwayError(result, next.what);
+      if (next.finish) next.finish();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    next.work->finish(error);
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                                       const std::function<fwResult_t(fwRequest_t*)>& start,
+                                                       Finish finish, const char* what) {
+  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto work = c10::make_intrusive<FairwayWork>(type, outputs, future, timeout_);
+  fwRequest_t request = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(callMutex_);
+    const fwResult_t posted = start(&request);
+    if (posted != fwSuccess) throwFairwayError(posted, what);
+    std::lock_guard<std::mutex> queueLock(queueMutex_);
+    queue_.push_back(Pending{request, work, std::move(finish), what});
+  }
+  queued_.notify_one();
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, const at::Device& device,
+                                                         std::vector<at::Tensor> outputs,
+                                                         const std::function<fwResult_t(fwStream_t)>& enqueue,
+                                                         const char* what) {
+#ifdef FAIRWAY_TORCH_CUDA
+  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
+  c10::cuda::CUDAGuard guard(device);
+  // On the current stream: ordered after what the caller enqueued before,
+  // and what it enqueues after sees the result (the tensors were made for
+  // this stream, so the caching allocator needs no extra record).
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
+  {
+    std::lock_guard<std::mutex> lock(callMutex_);
+    const fwResult_t enqueued = enqueue(stream);
+    if (enqueued != fwSuccess) throwFairwayError(enqueued, what);
+  }
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                          std::vector<c10::Device>{device});
+  auto work = c10::make_intrusive<FairwayWork>(type, outputs, future, timeout_);
+  work->finish(nullptr);  // the future records an event on the current stream
+  return work;
+#else
+  (void)type; (void)outputs; (void)enqueue;
+  TORCH_CHECK(false, "fairway: ", what, " on ", device,
+              ": this build of the fairway extension has no CUDA support (torch without CUDA at build time)");
+#endif
+}
+
+// Each operation below validates, then calls `launch` with one lambda that
+// makes the Fairway call: with a request for host tensors, with the
+// current stream for CUDA tensors.
+namespace {
+
+using Call = std::function<fwResult_t(fwStream_t stream, fwRequest_t* request)>;
+
+}  // namespace
+
+#define FAIRWAY_LAUNCH(type, anyTensor, outputs, call, finish, what)                                               \
+  ((anyTensor).is_cuda()                                                                                         \
+       ? runDevice((type), (anyTensor).device(), (outputs), [&](fwStream_t s) { return (call)(s, nullptr); },   \
+                   (what))                                                                                       \
+       : runHost((type), (outputs), [&](fwRequest_t* r) { return (call)(nullptr, r); }, (finish), (what)))
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                         const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(tensors, "broadcast");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: broadcast root ", opts.rootRank,
+                    " is not a rank of this group of ", getSize());
+  const int root = static_cast<int>(opts.rootRank);
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIbroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, r)
+             : fwBroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::BROADCAST, t, tensors, call, nullptr, "broadcast");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "allreduce");
+  const fwRedOp_t op = fwOpOf(opts.reduceOp, t);
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, r)
+             : fwAllReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::ALLREDUCE, t, tensors, call, nullptr, "allreduce");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                   const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "fairway: allreduce_coalesced takes at least one tensor");
+  for (const at::Tensor& t : tensors) {
+    checkTensor(t, "allreduce_coalesced");
+    checkSame(t, tensors[0], "allreduce_coalesced");
+  }
+  const fwRedOp_t op = fwOpOf(opts.reduceOp, tensors[0]);
+  at::Tensor flat = flatten(tensors);
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, r)
+             : fwAllReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, s);
+  };
+  auto out = tensors;
+  Finish finish = [flat, out]() mutable { unflattenInto(flat, out); };
+  if (flat.is_cuda()) {
+    auto work = runDevice(c10d::OpType::ALLREDUCE_COALESCED, flat.device(), tensors,
+                          [&](fwStream_t s) { return call(s, nullptr); }, "allreduce_coalesced");
+    finish();  // stream-ordered copies back
+    return work;
+  }
+  return runHost(c10d::OpType::ALLREDUCE_COALESCED, tensors, [&](fwRequest_t* r) { return call(nullptr, r); },
+                 finish, "allreduce_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                      const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "reduce");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: reduce root ", opts.rootRank,
+                    " is not a rank of this group of ", getSize());
+  const fwRedOp_t op = fwOpOf(opts.reduceOp, t);
+  const int root = static_cast<int>(opts.rootRank);
+  // torch's reduce is in place on every rank; only the root's result is defined.
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIreduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, r)
+             : fwReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::REDUCE, t, tensors, call, nullptr, "reduce");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions&) {
+  checkTensor(input, "all_gather_into_tensor");
+  checkTensor(output, "all_gather_into_tensor");
+  checkSame(input, output, "all_gather_into_tensor");
+  TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(), "fairway: all_gather_into_tensor: output has ",
+                    output.numel(), " elements, not ", getSize(), " x ", input.numel());
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, r)
+             : fwAllGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::_ALLGATHER_BASE, input, std::vector<at::Tensor>{output}, call,
+                        [input]() {} /* alive until done */, "all_gather_into_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllgatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "all_gather");
+  TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+                    "fairway: all_gather takes one list of ", getSize(), " output tensors");
+  for (const at::Tensor& o : outputs[0]) {
+    checkSame(o, in, "all_gather");
+    TORCH_CHECK_VALUE(o.numel() == in.numel(), "fairway: all_gather: an output has ", o.numel(),
+                      " elements, the input ", in.numel());
+  }
+  at::Tensor flat = at::empty({static_cast<int64_t>(in.numel()) * getSize()}, in.options());
+  at::Tensor input = in;
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, r)
+             : fwAllGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, s);
+  };
+  auto out = outputs[0];
+  Finish finish = [flat, out]() mutable { unflattenInto(flat, out); };
+  (void)opts;
+  if (in.is_cuda()) {
+    auto work = runDevice(c10d::OpType::ALLGATHER, in.device(), outputs[0],
+                          [&](fwStream_t s) { return call(s, nullptr); }, "all_gather");
+    finish();
+    return work;
+  }
+  return runHost(c10d::OpType::ALLGATHER, outputs[0], [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
+                 "all_gather");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(outputLists.size() == inputs.size(), "fairway: all_gather_coalesced: ", outputLists.size(),
+                    " output lists for ", inputs.size(), " inputs");
+  // One flat allgather of every input, rank by rank.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], "all_gather_coalesced");
+    checkSame(inputs[i], inputs[0], "all_gather_coalesced");
+    TORCH_CHECK_VALUE(static_cast<int>(outputLists[i].size()) == getSize(), "fairway: all_gather_coalesced: ",
+                      "each output list holds one tensor per rank");
+  }
+  std::vector<std::vector<at::Tensor>> out{{}};
+  at::Tensor packed = flatten(inputs);
+  std::vector<at::Tensor> gathered;
+  for (int r = 0; r < getSize(); ++r) gathered.push_back(at::empty_like(packed));
+  std::vector<at::Tensor> in{packed};
+  out[0] = gathered;
+  auto work = allgather(out, in, opts);
+  work->wait();
+  for (int r = 0; r < getSize(); ++r) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int64_t n = inputs[i].numel();
+      outputLists[i][r].copy_(gathered[r].narrow(0, offset, n).view(outputLists[i][r].sizes()));
+      offset += n;
+    }
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "fairway: all_gather_into_tensor_coalesced: ",
+                    outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], "all_gather_into_tensor_coalesced");
+    checkSame(inputs[i], inputs[0], "all_gather_into_tensor_coalesced");
+    checkSame(outputs[i], inputs[0], "all_gather_into_tensor_coalesced");
+    TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * getSize(),
+                      "fairway: all_gather_into_tensor_coalesced: output ", i, " has ", outputs[i].numel(),
+                      " elements, not ", getSize(), " x ", inputs[i].numel());
+  }
+  // One allgather of the packed inputs; rank r's block holds every input.
+  at::Tensor packed = flatten(inputs);
+  at::Tensor gathered = at::empty({packed.numel() * getSize()}, packed.options());
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, r)
+             : fwAllGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, s);
+  };
+  const int n = getSize();
+  auto out = outputs;
+  std::vector<int64_t> sizes;
+  for (const at::Tensor& t : inputs) sizes.push_back(t.numel());
+  const int64_t block = packed.numel();
+  Finish finish = [gathered, out, sizes, n, block]() mutable {
+    for (int r = 0; r < n; ++r) {
+      int64_t offset = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        out[i].view({-1}).narrow(0, r * sizes[i], sizes[i]).copy_(gathered.narrow(0, r * block + offset, sizes[i]));
+        offset += sizes[i];
+      }
+    }
+  };
+  (void)opts;
+  if (packed.is_cuda()) {
+    auto work = runDevice(c10d::OpType::COALESCED, packed.device(), outputs,
+                          [&](fwStream_t s) { return call(s, nullptr); }, "all_gather_into_tensor_coalesced");
+    finish();
+    return work;
+  }
+  return runHost(c10d::OpType::COALESCED, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
+                 "all_gather_into_tensor_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                      std::vector<at::Tensor>& inputs,
+                                                      const c10d::GatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "gather");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: gather root ", opts.rootRank,
+                    " is not a rank of this group of ", getSize());
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = getRank() == root;
+  std::vector<at::Tensor> outList;
+  if (isRoot) {
+    TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+                      "fairway: gather: the root takes one list of ", getSize(), " output tensors");
+    outList = outputs[0];
+    for (const at::Tensor& o : outList) {
+      checkSame(o, in, "gather");
+      TORCH_CHECK_VALUE(o.numel() == in.numel(), "fairway: gather: an output has ", o.numel(), " elements, the input ",
+                        in.numel());
+    }
+  } else {
+    TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                      "fairway: gather: only the root passes output tensors");
+  }
+  at::Tensor flat = isRoot ? at::empty({in.numel() * getSize()}, in.options()) : at::Tensor();
+  at::Tensor input = in;
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    void* recv = isRoot ? flat.data_ptr() : nullptr;
+    return r ? fwIgather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, r)
+             : fwGather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, s);
+  };
+  Finish finish = nullptr;
+  if (isRoot) finish = [flat, outList]() mutable { unflattenInto(flat, outList); };
+  if (in.is_cuda()) {
+    auto work = runDevice(c10d::OpType::GATHER, in.device(), outList, [&](fwStream_t s) { return call(s, nullptr); },
+                          "gather");
+    if (finish) finish();
+    return work;
+  }
+  return runHost(c10d::OpType::GATHER, outList, [&](fwRequest_t* r) { return call(nullptr, r); }, finish, "gather");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                       std::vector<std::vector<at::Tensor>>& inputs,
+                                                       const c10d::ScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "scatter");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: scatter root ", opts.rootRank,
+                    " is not a rank of this group of ", getSize());
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = getRank() == root;
+  at::Tensor flat;
+  if (isRoot) {
+    TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                      "fairway: scatter: the root takes one list of ", getSize(), " input tensors");
+    for (const at::Tensor& i : inputs[0]) {
+      checkSame(i, out, "scatter");
+      TORCH_CHECK_VALUE(i.numel() == out.numel(), "fairway: scatter: an input has ", i.numel(),
+                        " elements, the output ", out.numel());
+    }
+    flat = flatten(inputs[0]);
+  } else {
+    TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                      "fairway: scatter: only the root passes input tensors");
+  }
+  at::Tensor output = out;
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    const void* send = isRoot ? flat.data_ptr() : nullptr;
+    return r ? fwIscatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, r)
+             : fwScatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, s);
+  };
+  Finish keep = [flat]() {};  // the packed input lives until the scatter is done
+  if (output.is_cuda()) {
+    return runDevice(c10d::OpType::SCATTER, output.device(), outputs, [&](fwStream_t s) { return call(s, nullptr); },
+                     "scatter");
+  }
+  return runHost(c10d::OpType::SCATTER, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "scatter");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor& output, at::Tensor& input,
+                                                                     const c10d::ReduceScatterOptions& opts) {
+  checkTensor(input, "reduce_scatter_tensor");
+  checkTensor(output, "reduce_scatter_tensor");
+  checkSame(input, output, "reduce_scatter_tensor");
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(), "fairway: reduce_scatter_tensor: input has ",
+                    input.numel(), " elements, not ", getSize(), " x ", output.numel());
+  const fwRedOp_t op = fwOpOf(opts.reduceOp, input);
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIreduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, r)
+             : fwReduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
+                        [input]() {} /* alive until done */, "reduce_scatter_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                              std::vector<std::vector<at::Tensor>>& inputs,
+                                                              const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "reduce_scatter");
+  TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                    "fairway: reduce_scatter takes one list of ", getSize(), " input tensors");
+  for (const at::Tensor& i : inputs[0]) {
+    checkSame(i, out, "reduce_scatter");
+    TORCH_CHECK_VALUE(i.numel() == out.numel(), "fairway: reduce_scatter: an input has ", i.numel(),
+                      " elements, the output ", out.numel());
+  }
+  at::Tensor flat = flatten(inputs[0]);
+  at::Tensor output = out;
+  return reduce_scatter_single(output, flat, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "fairway: reduce_scatter_tensor_coalesced: ",
+                    outputs.size(), " outputs for ", inputs.size(), " inputs");
+  const int n = getSize();
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], "reduce_scatter_tensor_coalesced");
+    checkSame(inputs[i], inputs[0], "reduce_scatter_tensor_coalesced");
+    checkSame(outputs[i], inputs[0], "reduce_scatter_tensor_coalesced");
+    TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * n, "fairway: reduce_scatter_tensor_coalesced: input ",
+                      i, " has ", inputs[i].numel(), " elements, not ", n, " x ", outputs[i].numel());
+    sizes.push_back(outputs[i].numel());
+  }
+  // Rank r's block: its piece of every input, in order; one reduce-scatter.
+  const int64_t block = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  std::vector<at::Tensor> pieces;
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < inputs.size(); ++i) pieces.push_back(inputs[i].view({-1}).narrow(0, r * sizes[i], sizes[i]));
+  }
+  at::Tensor packed = at::cat(pieces);
+  at::Tensor reduced = at::empty({block}, packed.options());
+  const fwRedOp_t op = fwOpOf(opts.reduceOp, packed);
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIreduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, r)
+             : fwReduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, s);
+  };
+  auto out = outputs;
+  Finish finish = [packed, reduced, out]() mutable { unflattenInto(reduced, out); };
+  if (packed.is_cuda()) {
+    auto work = runDevice(c10d::OpType::COALESCED, packed.device(), outputs,
+                          [&](fwStream_t s) { return call(s, nullptr); }, "reduce_scatter_tensor_coalesced");
+    finish();
+    return work;
+  }
+  return runHost(c10d::OpType::COALESCED, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
+                 "reduce_scatter_tensor_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                                 std::vector<int64_t>& outputSplits,
+                                                                 std::vector<int64_t>& inputSplits,
+                                                                 const c10d::AllToAllOptions&) {
+  checkTensor(input, "all_to_all_single");
+  checkTensor(output, "all_to_all_single");
+  checkSame(input, output, "all_to_all_single");
+  const int n = getSize();
+  // Splits count rows of dim 0; empty splits mean equal blocks.
+  auto counts = [n](const at::Tensor& t, const std::vector<int64_t>& splits, const char* side) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const int64_t rowElems = rows == 0 ? 0 : t.numel() / rows;
+    std::vector<size_t> c(n), d(n);
+    if (splits.empty()) {
+      TORCH_CHECK_VALUE(rows % n == 0, "fairway: all_to_all_single: ", side, " has ", rows,
+                        " rows, not a multiple of the group size ", n, " (give split sizes)");
+      for (int r = 0; r < n; ++r) c[r] = static_cast<size_t>(rows / n * rowElems);
+    } else {
+      TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == n, "fairway: all_to_all_single: ", splits.size(), " ",
+                        side, " split sizes for a group of ", n);
+      int64_t total = 0;
+      for (int r = 0; r < n; ++r) {
+        TORCH_CHECK_VALUE(splits[r] >= 0, "fairway: all_to_all_single: negative ", side, " split size");
+        c[r] = static_cast<size_t>(splits[r] * rowElems);
+        total += splits[r];
+      }
+      TORCH_CHECK_VALUE(total == rows, "fairway: all_to_all_single: ", side, " split sizes add up to ", total,
+                        ", the tensor has ", rows, " rows");
+    }
+    for (int r = 1; r < n; ++r) d[r] = d[r - 1] + c[r - 1];
+    return std::make_pair(c, d);
+  };
+  auto send = std::make_shared<std::pair<std::vector<size_t>, std::vector<size_t>>>(counts(input, inputSplits, "input"));
+  auto recv =
+      std::make_shared<std::pair<std::vector<size_t>, std::vector<size_t>>>(counts(output, outputSplits, "output"));
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallToAllv(input.data_ptr(), send->first.data(), send->second.data(), output.data_ptr(),
+                            recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, r)
+             : fwAllToAllv(input.data_ptr(), send->first.data(), send->second.data(), output.data_ptr(),
+                           recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, s);
+  };
+  Finish keep = [send, recv]() {};  // the counts live until the call is done
+  if (input.is_cuda()) {
+    return runDevice(c10d::OpType::ALLTOALL_BASE, input.device(), std::vector<at::Tensor>{output},
+                     [&](fwStream_t s) { return call(s, nullptr); }, "all_to_all_single");
+  }
+  return runHost(c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
+                 [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "all_to_all_single");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllToAllOptions& opts) {
+  const int n = getSize();
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == n && static_cast<int>(inputs.size()) == n,
+                    "fairway: all_to_all takes ", n, " input and ", n, " output tensors");
+  std::vector<int64_t> inSplits, outSplits;
+  for (int r = 0; r < n; ++r) {
+    checkTensor(inputs[r], "all_to_all");
+    checkTensor(outputs[r], "all_to_all");
+    checkSame(inputs[r], inputs[0], "all_to_all");
+    checkSame(outputs[r], inputs[0], "all_to_all");
+    inSplits.push_back(inputs[r].numel());
+    outSplits.push_back(outputs[r].numel());
+  }
+  at::Tensor packedIn = flatten(inputs);
+  at::Tensor packedOut = at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t{0})},
+                                   packedIn.options());
+  auto work = all_to_all_single(packedOut, packedIn, outSplits, inSplits, opts);
+  work->wait();
+  unflattenInto(packedOut, outputs);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
+  const at::Tensor& t = single(tensors, "send");
+  TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < getSize(), "fairway: send to rank ", dstRank,
+                    ", not a rank of this group of ", getSize());
+  // Messages between a pair match in call order; torch's tag is not used.
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIsend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, r)
+             : fwSend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::SEND, t, tensors, call, nullptr, "send");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
+  const at::Tensor& t = single(tensors, "recv");
+  TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < getSize(), "fairway: recv from rank ", srcRank,
+                    ", not a rank of this group of ", getSize(), " (fairway has no receive from any source)");
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIrecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, r)
+             : fwRecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, s);
+  };
+  return FAIRWAY_LAUNCH(c10d::OpType::RECV, t, tensors, call, nullptr, "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions&) {
+  return runHost(c10d::OpType::BARRIER, {}, [&](fwRequest_t* r) { return fwIbarrier(comm_, r); }, nullptr,
+                 "barrier");
+}
+
+// ---- Splits ----
+
+c10::intrusive_ptr<FairwayBackend> FairwayBackend::splitForGroup(int color, int key, int size,
+                                                                std::chrono::milliseconds timeout) {
+  fwComm_t child = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(callMutex_);
+    const fwResult_t split = fwCommSplit(comm_, color, key, &child);
+    if (split != fwSuccess) throwFairwayError(split, "splitting the group");
+  }
+  if (child == nullptr) return {};
+  int rank = 0, count = 0;
+  fwCommUserRank(child, &rank);
+  fwCommCount(child, &count);
+  TORCH_CHECK(count == size, "fairway: split made a group of ", count, " ranks, expected ", size);
+  return c10::make_intrusive<FairwayBackend>(child, rank, count, timeout);
+}
+
+void FairwayBackend::performNocolorSplit() { splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout_); }
+
+c10::intrusive_ptr<c10d::Backend> FairwayBackend::split(const c10::intrusive_ptr<c10d::Store>&,
+                                                        const std::vector<int>& ranks,
+                                                        const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  const auto mine = std::find(ranks.begin(), ranks.end(), getRank());
+  const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
+  if (mine == ranks.end()) {
+    splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout);
+    return nullptr;
+  }
+  // Groups are disjoint, so a group's lowest rank names it; the key keeps
+  // the order the caller gave.
+  const int color = *std::min_element(ranks.begin(), ranks.end());
+  return splitForGroup(color, static_cast<int>(mine - ranks.begin()), static_cast<int>(ranks.size()), timeout);
+}
+
+}  // namespace fairway_torch

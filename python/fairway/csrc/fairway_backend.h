@@ -1,0 +1,155 @@
+// Fairway as a torch.distributed backend: a c10d::Backend over one Fairway
+// communicator. Host tensors go through the non-blocking calls (fwI*) and a
+// completion thread that finishes each Work in call order; CUDA tensors go
+// through the stream-ordered device calls on the current stream, as
+// ProcessGroupNCCL orders them.
+#pragma once
+
+#include <fairway/fairway.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace fairway_torch {
+
+// Raises torch's DistBackendError (a RuntimeError in Python) with
+// Fairway's own message, which names the failed rank where there is one.
+[[noreturn]] void throwFairwayError(fwResult_t result, const std::string& what);
+
+// One operation's completion: set once, by the completion thread (host
+// tensors) or at once after enqueueing (CUDA tensors).
+class FairwayWork : public c10d::Work {
+ public:
+  FairwayWork(c10d::OpType type, std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future,
+              std::chrono::milliseconds timeout);
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+  void finish(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+class FairwayBackend : public c10d::Backend {
+ public:
+  // Every rank of the group calls it: group rank 0 makes the unique id and
+  // publishes it in the store, the others read it from there.
+  FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                 std::chrono::milliseconds timeout);
+  // Adopts a communicator made by fwCommSplit.
+  FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
+  ~FairwayBackend() override;
+
+  const std::string getBackendName() const override { return "fairway"; }
+  bool supportsSplitting() const override { return true; }
+  bool supportsCoalescing() const override { return false; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& output, at::Tensor& input,
+                                                       const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& outputSplits,
+                                                   std::vector<int64_t>& inputSplits,
+                                                   const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // split_group: every rank of this group calls it; `ranks` are group ranks.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // new_group on a default group bound to a device: members split with the
+  // group's lowest global rank as color, non-members with no color.
+  c10::intrusive_ptr<FairwayBackend> splitForGroup(int color, int key, int size, std::chrono::milliseconds timeout);
+  void performNocolorSplit();
+
+  void abort() override;
+  void shutdown() override;
+  fwComm_t comm() const { return comm_; }
+
+  // What runs on the completion thread once a host call's data is in place.
+  using Finish = std::function<void()>;
+
+ private:
+  // A host call: `start` posts it (returns its request); the Work completes
+  // when Fairway says so, after `finish` (copies out of temporaries) ran.
+  c10::intrusive_ptr<c10d::Work> runHost(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         const std::function<fwResult_t(fwRequest_t*)>& start,
+                                         Finish finish = nullptr, const char* what = "");
+  // A device call: `enqueue` enqueues it on the stream given; returns a Work
+  // whose future completes on that stream.
+  c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
+                                           std::vector<at::Tensor> outputs,
+                                           const std::function<fwResult_t(fwStream_t)>& enqueue, const char* what);
+  void completionLoop();
+  void stopCompletion();
+
+  fwComm_t comm_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  std::mutex callMutex_;  // Fairway numbers calls in call order: one caller at a time
+  struct Pending {
+    fwRequest_t request;
+    c10::intrusive_ptr<FairwayWork> work;
+    Finish finish;
+    std::string what;
+  };
+  std::mutex queueMutex_;
+  std::condition_variable queued_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::thread completer_;
+};
+
+}  // namespace fairway_torch

@@ -1,0 +1,36 @@
+// The Python side of the backend: torch.distributed's creator calls
+// FairwayBackend(store, rank, size, timeout_ms); new_group on a group bound
+// to a device splits through split_for_group / perform_nocolor_split.
+#include <pybind11/pybind11.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "fairway_backend.h"
+
+namespace py = pybind11;
+using fairway_torch::FairwayBackend;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Fairway collectives as a torch.distributed backend";
+  py::module_::import("torch.distributed");  // registers c10d::Backend with pybind first
+  py::class_<FairwayBackend, c10d::Backend, c10::intrusive_ptr<FairwayBackend>>(m, "FairwayBackend")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs) {
+             return c10::make_intrusive<FairwayBackend>(store, rank, size, std::chrono::milliseconds(timeoutMs));
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("split_for_group",
+           [](FairwayBackend& self, int color, int key, int size, int64_t timeoutMs) {
+             return self.splitForGroup(color, key, size, std::chrono::milliseconds(timeoutMs));
+           },
+           py::arg("color"), py::arg("key"), py::arg("size"), py::arg("timeout_ms"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("perform_nocolor_split", [](FairwayBackend& self, py::object) { self.performNocolorSplit(); },
+           py::arg("device") = py::none())
+      .def("comm_handle", [](FairwayBackend& self) { return reinterpret_cast<uintptr_t>(self.comm()); });
+  m.def("version", [] {
+    int version = 0;
+    fwGetVersion(&version);
+    return version;
+  });
+  m.def("nocolor", [] { return FAIRWAY_SPLIT_NOCOLOR; });
+}
