@@ -405,7 +405,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
              : fwAllGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, s);
   };
   auto out = outputs[0];
-  Finish finish = [flat, out]() mutable { unflattenInto(flat, out); };
+  Finish finish = [input, flat, out]() mutable { unflattenInto(flat, out); };
   (void)opts;
   if (in.is_cuda()) {
     auto work = runDevice(c10d::OpType::ALLGATHER, in.device(), outputs[0],
@@ -473,7 +473,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
   std::vector<int64_t> sizes;
   for (const at::Tensor& t : inputs) sizes.push_back(t.numel());
   const int64_t block = packed.numel();
-  Finish finish = [gathered, out, sizes, n, block]() mutable {
+  Finish finish = [packed, gathered, out, sizes, n, block]() mutable {
     for (int r = 0; r < n; ++r) {
       int64_t offset = 0;
       for (size_t i = 0; i < out.size(); ++i) {
@@ -522,8 +522,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
     return r ? fwIgather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, r)
              : fwGather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, s);
   };
-  Finish finish = nullptr;
-  if (isRoot) finish = [flat, outList]() mutable { unflattenInto(flat, outList); };
+  Finish finish = [input]() {};  // alive until done
+  if (isRoot) finish = [input, flat, outList]() mutable { unflattenInto(flat, outList); };
   if (in.is_cuda()) {
     auto work = runDevice(c10d::OpType::GATHER, in.device(), outList, [&](fwStream_t s) { return call(s, nullptr); },
                           "gather");
@@ -681,7 +681,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& out
              : fwAllToAllv(input.data_ptr(), send->first.data(), send->second.data(), output.data_ptr(),
                            recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, s);
   };
-  Finish keep = [send, recv]() {};  // the counts live until the call is done
+  Finish keep = [input, send, recv]() {};  // the input and the counts live until the call is done
   if (input.is_cuda()) {
     return runDevice(c10d::OpType::ALLTOALL_BASE, input.device(), std::vector<at::Tensor>{output},
                      [&](fwStream_t s) { return call(s, nullptr); }, "all_to_all_single");

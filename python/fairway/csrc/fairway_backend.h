@@ -64,6 +64,10 @@ class FairwayBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "fairway"; }
   bool supportsSplitting() const override { return true; }
   bool supportsCoalescing() const override { return false; }
+  // What split_group copies for the child: the backend's name and timeout.
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override {
+    return c10::make_intrusive<c10d::Backend::Options>("fairway", timeout_);
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

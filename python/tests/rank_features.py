@@ -1,0 +1,175 @@
+"""What the ranks run for the feature tests: async work and futures,
+subgroups, DDP with each hook, FSDP2, a killed peer, bad input."""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def async_and_futures(rank, world):
+    x = torch.full((1 << 16,), float(rank + 1))
+    work = dist.all_reduce(x, async_op=True)
+    chained = work.get_future().then(lambda f: f.value()[0] * 2)
+    assert work.wait() is True
+    assert work.is_completed()
+    want = float(sum(range(1, world + 1)))
+    assert torch.all(x == want), x[:4]
+    assert torch.all(chained.wait() == 2 * want)
+    # Many in flight complete in call order.
+    tensors = [torch.full((1000,), float(rank * 10 + i)) for i in range(8)]
+    works = [dist.all_reduce(t, async_op=True) for t in tensors]
+    for w in works:
+        w.wait()
+    for i, t in enumerate(tensors):
+        assert torch.all(t == sum(r * 10 + i for r in range(world))), (i, t[:2])
+    return True
+
+
+def subgroups(rank, world):
+    # new_group of the even ranks (non-members take part in creating it too).
+    evens = list(range(0, world, 2))
+    group = dist.new_group(evens)
+    if rank in evens:
+        x = torch.full((5,), float(rank))
+        dist.all_reduce(x, group=group)
+        assert torch.all(x == float(sum(evens))), x
+        assert dist.get_world_size(group) == len(evens)
+    # split_group: the two halves, each in the order given.
+    halves = [list(range(0, world // 2)), list(range(world // 2, world))]
+    split = dist.split_group(split_ranks=halves)
+    mine = halves[0] if rank in halves[0] else halves[1]
+    y = torch.full((3,), float(rank + 1))
+    dist.all_reduce(y, group=split)
+    assert torch.all(y == float(sum(r + 1 for r in mine))), y
+    out = torch.empty(3 * len(mine))
+    dist.all_gather_into_tensor(out, torch.full((3,), float(rank)), group=split)
+    assert out.tolist() == [float(r) for r in mine for _ in range(3)], out
+    dist.barrier()
+    return True
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _train(group, hook, steps, rank):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = DDP(Mlp(), process_group=group, bucket_cap_mb=0.01)  # several buckets
+    if hook is not None:
+        model.register_comm_hook(group, hook)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=data)
+        y = torch.randn(16, 8, generator=data)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def ddp_hooks_match_gloo(rank, world):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    import fairway.torch.hooks as hooks
+
+    gloo = dist.new_group(backend="gloo")
+    fairway_group = dist.group.WORLD
+    pairs = {
+        "none": (None, None),
+        "allreduce_hook": (hooks.allreduce_hook, default_hooks.allreduce_hook),
+        "fp16_compress_hook": (hooks.fp16_compress_hook, default_hooks.fp16_compress_hook),
+        "bf16_compress_hook": (hooks.bf16_compress_hook, default_hooks.bf16_compress_hook),
+    }
+    worst = {}
+    for name, (ours, torchs) in pairs.items():
+        got = _train(fairway_group, ours, 20, rank)
+        want = _train(gloo, torchs, 20, rank)
+        diff = max((a - b).abs().max().item() for a, b in zip(got, want))
+        worst[name] = diff
+        tolerance = 1e-5 if name in ("none", "allreduce_hook") else 1e-3
+        assert diff <= tolerance, f"{name}: parameters differ from gloo's by {diff}"
+    return worst
+
+
+def fsdp2_matches_gloo(rank, world):
+    from torch.distributed.fsdp import fully_shard
+
+    def run(group):
+        from torch.distributed.device_mesh import DeviceMesh
+
+        torch.manual_seed(0)
+        model = Mlp()
+        mesh = DeviceMesh.from_group(group, "cpu")
+        for layer in model.net:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        data = torch.Generator().manual_seed(100 + rank)
+        for _ in range(5):
+            x = torch.randn(16, 32, generator=data)
+            y = torch.randn(16, 8, generator=data)
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+        return [p.full_tensor().detach().clone() for p in model.parameters()]
+
+    gloo = dist.new_group(backend="gloo")
+    got = run(dist.group.WORLD)
+    want = run(gloo)
+    diff = max((a - b).abs().max().item() for a, b in zip(got, want))
+    assert diff <= 1e-5, f"FSDP2 parameters differ from gloo's by {diff}"
+    return diff
+
+
+def killed_peer(rank, world):
+    x = torch.ones(1 << 10)
+    dist.all_reduce(x)
+    if rank == world - 1:
+        os._exit(3)  # dies without a word mid-training
+    start = time.monotonic()
+    try:
+        for _ in range(100):
+            dist.all_reduce(x)
+    except RuntimeError as error:
+        return time.monotonic() - start, str(error)
+    return time.monotonic() - start, "no error"
+
+
+def bad_input(rank, world):
+    errors = {}
+
+    def expect(name, kinds, fn):
+        try:
+            fn()
+        except kinds as error:
+            errors[name] = f"{type(error).__name__}: {error}"
+            return
+        raise AssertionError(f"{name}: no error")
+
+    expect("non-contiguous", (ValueError,), lambda: dist.all_reduce(torch.ones(4, 4).t()))
+    expect("fp8 dtype", (ValueError,), lambda: dist.all_reduce(torch.ones(4).to(torch.float8_e4m3fn)))
+    expect("uint16 dtype", (ValueError,), lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint16)))
+    expect("output size", (ValueError,),
+           lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(2)))
+    expect("mixed dtypes", (ValueError,),
+           lambda: dist.all_gather_into_tensor(torch.empty(2 * world, dtype=torch.float64), torch.ones(2)))
+    expect("bitwise on float", (RuntimeError,), lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BAND))
+    expect("avg of bool", (ValueError,),
+           lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=dist.ReduceOp.AVG))
+    expect("split sizes", (ValueError,),
+           lambda: dist.all_to_all_single(torch.empty(4), torch.ones(4), [1] * world, [5] * world))
+    # The group still works after refusing all of that.
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    assert torch.all(x == world)
+    return errors

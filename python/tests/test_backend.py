@@ -1,0 +1,57 @@
+"""The fairway torch.distributed backend against gloo, on CPU processes."""
+import pytest
+
+from harness import run_ranks
+import rank_features
+import rank_ops
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_operation_type_and_op_matches_gloo(world):
+    results = run_ranks(world, rank_ops.sweep)
+    failures = [f for _, rank_failures in results for f in rank_failures]
+    checked = sum(count for count, _ in results)
+    assert checked > 100 * world
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_async_work_and_futures():
+    run_ranks(3, rank_features.async_and_futures)
+
+
+def test_new_group_and_split_group():
+    run_ranks(4, rank_features.subgroups)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_with_each_hook_matches_gloo(world):
+    worst = run_ranks(world, rank_features.ddp_hooks_match_gloo)[0]
+    assert set(worst) == {"none", "allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"}
+
+
+def test_fsdp2_matches_gloo():
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        pytest.skip("this torch has no FSDP2 (torch.distributed.fsdp.fully_shard)")
+    run_ranks(2, rank_features.fsdp2_matches_gloo)
+
+
+def test_killed_peer_makes_every_survivor_raise_within_the_timeout():
+    timeout_s = 8
+    results = run_ranks(3, rank_features.killed_peer, expect_exits=(2,),
+                        env={"FAIRWAY_TEST_PG_TIMEOUT_S": str(timeout_s), "FAIRWAY_TEST_NO_TEARDOWN": "1"},
+                        limit_s=60)
+    for rank in (0, 1):
+        seconds, message = results[rank]
+        assert message != "no error", f"rank {rank} did not notice the dead peer"
+        assert seconds <= timeout_s + 2, f"rank {rank} raised after {seconds:.1f} s"
+        assert "rank 2" in message, message
+
+
+def test_bad_input_raises_with_a_message():
+    errors = run_ranks(2, rank_features.bad_input)[0]
+    assert "contiguous" in errors["non-contiguous"]
+    assert "not supported" in errors["fp8 dtype"]
+    assert "elements" in errors["output size"]
+    assert "bitwise" in errors["bitwise on float"].lower() or "band" in errors["bitwise on float"].lower(), errors
