@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev libgloo-dev    # peers for side-by-side benchmarks
   gnuplot-nox                               # their plot (scripts/compare.sh)
   iproute2 python3 python3-pip unzip        # scripts; pip fetches the UCX wheel below
+  python3-venv python3-dev                  # the PyTorch backend's virtual environment (.venv)
   clang libclang-rt-14-dev gdb              # sanitizer and fuzz builds; stacks of stalled test ranks
 )
 missing=()
@@ -47,3 +48,20 @@ fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
 rm -f build-configure.log
 cmake --build build -j "$(nproc)"
+
+# The PyTorch backend (python/): a virtual environment in the checkout with
+# torch from PyPI (about 3 GB with its nvidia-* wheels: PyPI's torch is the
+# CUDA build, which imports and runs CPU tensors on machines without a GPU)
+# and the fairway package built against it and build/lib/libfairway.so.
+# FAIRWAY_NO_PYTHON=1 skips it (and the Python tests with it).
+if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  if ! .venv/bin/python -c "import torch, pytest" 2>/dev/null; then
+    echo "setup: installing torch and pytest into .venv (about 3 GB from PyPI)"
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet torch numpy pytest
+  fi
+  rm -rf python/build
+  .venv/bin/python -m pip install --quiet --no-build-isolation ./python
+  echo "setup: fairway $(.venv/bin/python -c 'import fairway; print(fairway.__version__)') installed in .venv against torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"
+fi

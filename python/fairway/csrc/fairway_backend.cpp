@@ -249,10 +249,21 @@ void FairwayBackend::completionLoop() {
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                        const std::function<fwResult_t(fwRequest_t*)>& start,
-                                                       Finish finish, const char* what) {
+                                                       Finish finish, const char* what, bool asyncOp) {
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto work = c10::make_intrusive<FairwayWork>(type, outputs, future, timeout_);
+  if (!asyncOp) {
+    fwResult_t result;
+    {
+      std::lock_guard<std::mutex> lock(callMutex_);
+      result = start(nullptr);  // the blocking form; Fairway orders it after the calls in flight
+    }
+    if (result != fwSuccess) throwFairwayError(result, what);
+    if (finish) finish();
+    work->finish(nullptr);
+    return work;
+  }
   fwRequest_t request = nullptr;
   {
     std::lock_guard<std::mutex> lock(callMutex_);
@@ -302,11 +313,12 @@ using Call = std::function<fwResult_t(fwStream_t stream, fwRequest_t* request)>;
 
 }  // namespace
 
-#define FAIRWAY_LAUNCH(type, anyTensor, outputs, call, finish, what)                                               \
+#define FAIRWAY_LAUNCH(type, anyTensor, outputs, call, finish, what, asyncOp)                                      \
   ((anyTensor).is_cuda()                                                                                         \
        ? runDevice((type), (anyTensor).device(), (outputs), [&](fwStream_t s) { return (call)(s, nullptr); },   \
                    (what))                                                                                       \
-       : runHost((type), (outputs), [&](fwRequest_t* r) { return (call)(nullptr, r); }, (finish), (what)))
+       : runHost((type), (outputs), [&](fwRequest_t* r) { return (call)(nullptr, r); }, (finish), (what),       \
+                 (asyncOp)))
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                          const c10d::BroadcastOptions& opts) {
@@ -318,7 +330,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::broadcast(std::vector<at::Tensor>
     return r ? fwIbroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, r)
              : fwBroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::BROADCAST, t, tensors, call, nullptr, "broadcast");
+  return FAIRWAY_LAUNCH(c10d::OpType::BROADCAST, t, tensors, call, nullptr, "broadcast", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -329,7 +341,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>
     return r ? fwIallReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, r)
              : fwAllReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::ALLREDUCE, t, tensors, call, nullptr, "allreduce");
+  return FAIRWAY_LAUNCH(c10d::OpType::ALLREDUCE, t, tensors, call, nullptr, "allreduce", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -354,7 +366,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<a
     return work;
   }
   return runHost(c10d::OpType::ALLREDUCE_COALESCED, tensors, [&](fwRequest_t* r) { return call(nullptr, r); },
-                 finish, "allreduce_coalesced");
+                 finish, "allreduce_coalesced", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -369,11 +381,11 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& t
     return r ? fwIreduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, r)
              : fwReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::REDUCE, t, tensors, call, nullptr, "reduce");
+  return FAIRWAY_LAUNCH(c10d::OpType::REDUCE, t, tensors, call, nullptr, "reduce", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single(at::Tensor& output, at::Tensor& input,
-                                                                 const c10d::AllgatherOptions&) {
+                                                                 const c10d::AllgatherOptions& opts) {
   checkTensor(input, "all_gather_into_tensor");
   checkTensor(output, "all_gather_into_tensor");
   checkSame(input, output, "all_gather_into_tensor");
@@ -384,7 +396,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single(at::Tensor& out
              : fwAllGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, s);
   };
   return FAIRWAY_LAUNCH(c10d::OpType::_ALLGATHER_BASE, input, std::vector<at::Tensor>{output}, call,
-                        [input]() {} /* alive until done */, "all_gather_into_tensor");
+                        [input]() {} /* alive until done */, "all_gather_into_tensor", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -406,7 +418,6 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
   };
   auto out = outputs[0];
   Finish finish = [input, flat, out]() mutable { unflattenInto(flat, out); };
-  (void)opts;
   if (in.is_cuda()) {
     auto work = runDevice(c10d::OpType::ALLGATHER, in.device(), outputs[0],
                           [&](fwStream_t s) { return call(s, nullptr); }, "all_gather");
@@ -414,7 +425,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
     return work;
   }
   return runHost(c10d::OpType::ALLGATHER, outputs[0], [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
-                 "all_gather");
+                 "all_gather", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
@@ -482,7 +493,6 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
       }
     }
   };
-  (void)opts;
   if (packed.is_cuda()) {
     auto work = runDevice(c10d::OpType::COALESCED, packed.device(), outputs,
                           [&](fwStream_t s) { return call(s, nullptr); }, "all_gather_into_tensor_coalesced");
@@ -490,7 +500,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
     return work;
   }
   return runHost(c10d::OpType::COALESCED, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
-                 "all_gather_into_tensor_coalesced");
+                 "all_gather_into_tensor_coalesced", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -530,7 +540,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
     if (finish) finish();
     return work;
   }
-  return runHost(c10d::OpType::GATHER, outList, [&](fwRequest_t* r) { return call(nullptr, r); }, finish, "gather");
+  return runHost(c10d::OpType::GATHER, outList, [&](fwRequest_t* r) { return call(nullptr, r); }, finish, "gather",
+                 opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -566,7 +577,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
     return runDevice(c10d::OpType::SCATTER, output.device(), outputs, [&](fwStream_t s) { return call(s, nullptr); },
                      "scatter");
   }
-  return runHost(c10d::OpType::SCATTER, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "scatter");
+  return runHost(c10d::OpType::SCATTER, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "scatter",
+                 opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor& output, at::Tensor& input,
@@ -582,7 +594,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor&
              : fwReduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, s);
   };
   return FAIRWAY_LAUNCH(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
-                        [input]() {} /* alive until done */, "reduce_scatter_tensor");
+                        [input]() {} /* alive until done */, "reduce_scatter_tensor", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -637,13 +649,13 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
     return work;
   }
   return runHost(c10d::OpType::COALESCED, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
-                 "reduce_scatter_tensor_coalesced");
+                 "reduce_scatter_tensor_coalesced", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& output, at::Tensor& input,
                                                                  std::vector<int64_t>& outputSplits,
                                                                  std::vector<int64_t>& inputSplits,
-                                                                 const c10d::AllToAllOptions&) {
+                                                                 const c10d::AllToAllOptions& opts) {
   checkTensor(input, "all_to_all_single");
   checkTensor(output, "all_to_all_single");
   checkSame(input, output, "all_to_all_single");
@@ -687,7 +699,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& out
                      [&](fwStream_t s) { return call(s, nullptr); }, "all_to_all_single");
   }
   return runHost(c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
-                 [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "all_to_all_single");
+                 [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "all_to_all_single", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -723,7 +735,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& ten
     return r ? fwIsend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, r)
              : fwSend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::SEND, t, tensors, call, nullptr, "send");
+  return FAIRWAY_LAUNCH(c10d::OpType::SEND, t, tensors, call, nullptr, "send", true);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
@@ -734,12 +746,13 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& ten
     return r ? fwIrecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, r)
              : fwRecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::RECV, t, tensors, call, nullptr, "recv");
+  return FAIRWAY_LAUNCH(c10d::OpType::RECV, t, tensors, call, nullptr, "recv", true);
 }
 
-c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions&) {
-  return runHost(c10d::OpType::BARRIER, {}, [&](fwRequest_t* r) { return fwIbarrier(comm_, r); }, nullptr,
-                 "barrier");
+c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {
+  return runHost(c10d::OpType::BARRIER, {},
+                 [&](fwRequest_t* r) { return r ? fwIbarrier(comm_, r) : fwBarrier(comm_, nullptr); }, nullptr,
+                 "barrier", opts.asyncOp);
 }
 
 // ---- Splits ----

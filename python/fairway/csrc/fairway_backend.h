@@ -129,9 +129,12 @@ class FairwayBackend : public c10d::Backend {
  private:
   // A host call: `start` posts it (returns its request); the Work completes
   // when Fairway says so, after `finish` (copies out of temporaries) ran.
+  // A blocking call (torch's async_op=False) runs on the calling thread
+  // instead, start(nullptr) being the blocking form: no hand-off to the
+  // completion thread and back, which costs two context switches a call.
   c10::intrusive_ptr<c10d::Work> runHost(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         const std::function<fwResult_t(fwRequest_t*)>& start,
-                                         Finish finish = nullptr, const char* what = "");
+                                         const std::function<fwResult_t(fwRequest_t*)>& start, Finish finish,
+                                         const char* what, bool asyncOp);
   // A device call: `enqueue` enqueues it on the stream given; returns a Work
   // whose future completes on that stream.
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
