@@ -173,3 +173,18 @@ def bad_input(rank, world):
     dist.all_reduce(x)
     assert torch.all(x == world)
     return errors
+
+
+def interleaved_with_gloo(rank, world):
+    """Fairway and gloo collectives in turn, as a job with both groups runs
+    them: a rank that has finished its Fairway call and waits in gloo must
+    still let its Fairway peers' sends complete."""
+    gloo = dist.new_group(backend="gloo")
+    for size in (1 << 14, 1 << 16, 1 << 18, 1 << 20):
+        x = torch.ones(size)
+        for _ in range(10):
+            dist.all_reduce(x)
+            flag = torch.ones(1)
+            dist.all_reduce(flag, group=gloo)
+        assert torch.all(x == float(world) ** 10)
+    return True

@@ -55,3 +55,7 @@ def test_bad_input_raises_with_a_message():
     assert "not supported" in errors["fp8 dtype"]
     assert "elements" in errors["output size"]
     assert "bitwise" in errors["bitwise on float"].lower() or "band" in errors["bitwise on float"].lower(), errors
+
+
+def test_fairway_and_gloo_calls_in_turn_never_hang():
+    run_ranks(4, rank_features.interleaved_with_gloo, limit_s=90)

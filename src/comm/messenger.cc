@@ -1,9 +1,13 @@
 #include "comm/messenger.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "comm/tags.h"
@@ -31,7 +35,10 @@ Messenger::Messenger(TransportRoutes routes, int rank, std::vector<PeerInfo> pee
     : routes_(std::move(routes)), rank_(rank), peers_(std::move(peers)), config_(config),
       yieldWhenIdle_(yieldWhenIdle), incomingNotices_(routes_.transports.size()) {}
 
-Messenger::~Messenger() { disconnect(); }
+Messenger::~Messenger() {
+  disconnect();
+  if (wakeFd_ >= 0) ::close(wakeFd_);
+}
 
 Status Messenger::start() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -44,7 +51,53 @@ Status Messenger::start() {
                                        Tag::channelBits(TagChannel::Control), Tag::kChannelMask, &recv.handle));
     recv.done = false;
   }
+  wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wakeFd_ < 0) return Status(fwSystemError, std::string("eventfd: ") + std::strerror(errno));
+  idleProgress_ = std::thread([this] { idleProgressLoop(); });
   return Status::ok();
+}
+
+void Messenger::idleProgressLoop() {
+  constexpr int kIdlePollMs = 100;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (waiters_.load(std::memory_order_acquire) > 0 || broken_.load(std::memory_order_acquire)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    pollfd fds[3];
+    nfds_t watched = 0;
+    bool pending = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& transport : routes_.transports) {
+        bool armed = false;
+        const int fd = transport->eventFd();
+        if (!transport->armEvents(&armed).isOk() || !armed || fd < 0) {
+          pending = true;  // work is waiting (or no fd to sleep on): progress now
+          break;
+        }
+        fds[watched++] = pollfd{fd, POLLIN, 0};
+      }
+      if (pending) progressAll();
+    }
+    if (pending) {
+      std::this_thread::yield();
+      continue;
+    }
+    fds[watched++] = pollfd{wakeFd_, POLLIN, 0};
+    (void)::poll(fds, watched, kIdlePollMs);
+    if (stopping_.load(std::memory_order_acquire)) break;
+    std::lock_guard<std::mutex> lock(mutex_);
+    progressAll();
+  }
+}
+
+void Messenger::stopIdleProgress() {
+  if (!idleProgress_.joinable()) return;
+  stopping_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  (void)!::write(wakeFd_, &one, sizeof(one));
+  idleProgress_.join();
 }
 
 void Messenger::progressAll() {
@@ -111,6 +164,11 @@ Status Messenger::waitAll(Pending* list, size_t count) {
   size_t remaining = 0;
   for (size_t i = 0; i < count; ++i) remaining += list[i].done ? 0 : 1;
   if (remaining == 0) return Status::ok();
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  struct Leave {
+    std::atomic<int>& waiters;
+    ~Leave() { waiters.fetch_sub(1, std::memory_order_acq_rel); }
+  } leave{waiters_};
 
   const auto spin = std::chrono::microseconds(config_.spinMicros);
   // The clock is read only every kPollsPerClockRead empty polls; idleSince
@@ -338,6 +396,7 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
 }
 
 void Messenger::disconnect() {
+  stopIdleProgress();
   std::lock_guard<std::mutex> lock(mutex_);
   for (NoticeSlot& slot : incomingNotices_) {
     if (slot.recv.done) continue;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/socket.h"
@@ -43,7 +44,8 @@ class Messenger {
             bool yieldWhenIdle);
   ~Messenger();
 
-  // Posts the receives for peers' abort notices; call once after connect.
+  // Posts the receives for peers' abort notices and starts the idle
+  // progress thread; call once after connect.
   Status start();
 
   Status send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out);
@@ -78,6 +80,15 @@ class Messenger {
   Status findMismatchedPeer(const Pending* list, size_t count);
   Status timeoutStatus(const Pending* list, size_t count) const;
   void blockOnEvents(int timeoutMs);
+  // While no caller waits here, progresses the transports whenever they
+  // signal: a rank that has moved on (to computation, or to another
+  // library's collective) must still answer its peers' protocol messages,
+  // such as UCX's rendezvous acknowledgements, or a peer waiting for its
+  // send to complete waits with it (seen as a hang between a Fairway and a
+  // gloo group in one job). A waiting caller progresses for itself, so the
+  // thread stands aside then.
+  void idleProgressLoop();
+  void stopIdleProgress();
   Transport* transportOf(int peer) const { return routes_.transports[routes_.transportOfPeer[peer]].get(); }
   void progressAll();
 
@@ -87,6 +98,10 @@ class Messenger {
   Config config_;
   bool yieldWhenIdle_;
   std::mutex mutex_;  // serialises every call into the transports
+  std::atomic<int> waiters_{0};  // callers inside waitAll
+  std::atomic<bool> stopping_{false};
+  int wakeFd_ = -1;  // an eventfd that cuts the idle thread's poll short
+  std::thread idleProgress_;
 
   std::atomic<bool> broken_{false};
   mutable std::mutex brokenMutex_;
