@@ -59,3 +59,23 @@ def test_bad_input_raises_with_a_message():
 
 def test_fairway_and_gloo_calls_in_turn_never_hang():
     run_ranks(4, rank_features.interleaved_with_gloo, limit_s=90)
+
+
+def test_the_nccl_plugin_uses_the_nccl_torch_loaded():
+    import ctypes
+    import pathlib
+
+    import torch  # noqa: F401  loads its NCCL where its build has one
+
+    def loaded():
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split()[-1] for line in maps if "libnccl.so" in line})
+
+    before = loaded()
+    if not before:
+        pytest.skip("this torch loaded no NCCL")
+    plugin = pathlib.Path(__file__).resolve().parents[2] / "build" / "lib" / "libfairway-transport-nccl.so"
+    if not plugin.exists():
+        pytest.skip(f"no NCCL plugin at {plugin} (built only with CUDA and NCCL)")
+    ctypes.CDLL(str(plugin))
+    assert loaded() == before, "a second libnccl.so.2 was loaded beside torch's"

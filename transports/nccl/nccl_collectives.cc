@@ -1,6 +1,7 @@
 // NCCL behind the NativeCollectives interface: the collectives of one
 // communicator on device memory, enqueued on the caller's stream. The
 // unique id comes from rank 0 and travels over Fairway's own bootstrap.
+#include <dlfcn.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -139,7 +140,14 @@ Status ncclAvailable() {
   int version = 0;
   ncclResult_t r = ncclGetVersion(&version);
   if (r != ncclSuccess) return ncclFailure("ncclGetVersion", r);
-  FW_LOG(Info, Init, "nccl: version %d", version);
+  // libnccl.so.2 is a dependency by soname: where the process already
+  // has one (torch's, from its nvidia-nccl wheel), the loader binds to it,
+  // so one NCCL serves both. Which one is logged.
+  Dl_info info{};
+  const char* where = dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) != 0 && info.dli_fname != nullptr
+                          ? info.dli_fname
+                          : "path unknown";
+  FW_LOG(Info, Init, "nccl: NCCL %d.%d.%d from %s", version / 10000, version / 100 % 100, version % 100, where);
   return Status::ok();
 }
 
