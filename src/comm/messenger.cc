@@ -87,6 +87,7 @@ void Messenger::idleProgressLoop() {
     fds[watched++] = pollfd{wakeFd_, POLLIN, 0};
     (void)::poll(fds, watched, kIdlePollMs);
     if (stopping_.load(std::memory_order_acquire)) break;
+    if (waiters_.load(std::memory_order_acquire) > 0) continue;  // the waiter progresses for itself
     std::lock_guard<std::mutex> lock(mutex_);
     progressAll();
   }
