@@ -2,7 +2,9 @@
 default group (and a gloo group over the same ranks for reference
 results); each rank's return value or exception comes back to the test."""
 import os
+import queue
 import tempfile
+import time
 import traceback
 from datetime import timedelta
 
@@ -42,8 +44,6 @@ def run_ranks(world, fn, *args, env=None, limit_s=RANK_LIMIT_S, expect_exits=())
         for process in processes:
             process.start()
         outcomes = {}
-        import queue
-        import time
         deadline = time.monotonic() + limit_s
         expected = world - len(expect_exits)
         while len(outcomes) < world and time.monotonic() < deadline:

@@ -157,6 +157,11 @@ bool FairwayWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+void FairwayBackend::checkRoot(int64_t root, const char* what) const {
+  TORCH_CHECK_VALUE(root >= 0 && root < getSize(), "fairway: ", what, " root ", root,
+                    " is not a rank of this group of ", getSize());
+}
+
 // ---- Backend: creation ----
 
 FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -305,32 +310,33 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
 }
 
 // Each operation below validates, then calls `launch` with one lambda that
-// makes the Fairway call: with a request for host tensors, with the
-// current stream for CUDA tensors.
-namespace {
-
-using Call = std::function<fwResult_t(fwStream_t stream, fwRequest_t* request)>;
-
-}  // namespace
-
-#define FAIRWAY_LAUNCH(type, anyTensor, outputs, call, finish, what, asyncOp)                                      \
-  ((anyTensor).is_cuda()                                                                                         \
-       ? runDevice((type), (anyTensor).device(), (outputs), [&](fwStream_t s) { return (call)(s, nullptr); },   \
-                   (what))                                                                                       \
-       : runHost((type), (outputs), [&](fwRequest_t* r) { return (call)(nullptr, r); }, (finish), (what),       \
-                 (asyncOp)))
+// makes the Fairway call: with a request for host tensors (none: the
+// blocking form), with the current stream for CUDA tensors.
+// CUDA tensors: enqueued on the current stream, and `finish` (copies out
+// of temporaries) enqueued right after it there. Host tensors: runHost.
+c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const at::Tensor& anyTensor,
+                                                      std::vector<at::Tensor> outputs, const Call& call,
+                                                      Finish finish, const char* what, bool asyncOp) {
+  if (anyTensor.is_cuda()) {
+    auto work = runDevice(type, anyTensor.device(), std::move(outputs),
+                          [&](fwStream_t s) { return call(s, nullptr); }, what);
+    if (finish) finish();
+    return work;
+  }
+  return runHost(type, std::move(outputs), [&](fwRequest_t* r) { return call(nullptr, r); }, std::move(finish),
+                 what, asyncOp);
+}
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                          const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
-  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: broadcast root ", opts.rootRank,
-                    " is not a rank of this group of ", getSize());
+  checkRoot(opts.rootRank, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIbroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, r)
              : fwBroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::BROADCAST, t, tensors, call, nullptr, "broadcast", opts.asyncOp);
+  return launch(c10d::OpType::BROADCAST, t, tensors, call, nullptr, "broadcast", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -341,7 +347,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>
     return r ? fwIallReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, r)
              : fwAllReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::ALLREDUCE, t, tensors, call, nullptr, "allreduce", opts.asyncOp);
+  return launch(c10d::OpType::ALLREDUCE, t, tensors, call, nullptr, "allreduce", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -359,21 +365,14 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<a
   };
   auto out = tensors;
   Finish finish = [flat, out]() mutable { unflattenInto(flat, out); };
-  if (flat.is_cuda()) {
-    auto work = runDevice(c10d::OpType::ALLREDUCE_COALESCED, flat.device(), tensors,
-                          [&](fwStream_t s) { return call(s, nullptr); }, "allreduce_coalesced");
-    finish();  // stream-ordered copies back
-    return work;
-  }
-  return runHost(c10d::OpType::ALLREDUCE_COALESCED, tensors, [&](fwRequest_t* r) { return call(nullptr, r); },
-                 finish, "allreduce_coalesced", opts.asyncOp);
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, flat, tensors, call, finish, "allreduce_coalesced",
+                opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::ReduceOptions& opts) {
   const at::Tensor& t = single(tensors, "reduce");
-  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: reduce root ", opts.rootRank,
-                    " is not a rank of this group of ", getSize());
+  checkRoot(opts.rootRank, "reduce");
   const fwRedOp_t op = fwOpOf(opts.reduceOp, t);
   const int root = static_cast<int>(opts.rootRank);
   // torch's reduce is in place on every rank; only the root's result is defined.
@@ -381,7 +380,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& t
     return r ? fwIreduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, r)
              : fwReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::REDUCE, t, tensors, call, nullptr, "reduce", opts.asyncOp);
+  return launch(c10d::OpType::REDUCE, t, tensors, call, nullptr, "reduce", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single(at::Tensor& output, at::Tensor& input,
@@ -395,7 +394,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single(at::Tensor& out
     return r ? fwIallGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, r)
              : fwAllGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::_ALLGATHER_BASE, input, std::vector<at::Tensor>{output}, call,
+  return launch(c10d::OpType::_ALLGATHER_BASE, input, std::vector<at::Tensor>{output}, call,
                         [input]() {} /* alive until done */, "all_gather_into_tensor", opts.asyncOp);
 }
 
@@ -418,14 +417,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
   };
   auto out = outputs[0];
   Finish finish = [input, flat, out]() mutable { unflattenInto(flat, out); };
-  if (in.is_cuda()) {
-    auto work = runDevice(c10d::OpType::ALLGATHER, in.device(), outputs[0],
-                          [&](fwStream_t s) { return call(s, nullptr); }, "all_gather");
-    finish();
-    return work;
-  }
-  return runHost(c10d::OpType::ALLGATHER, outputs[0], [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
-                 "all_gather", opts.asyncOp);
+  return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
@@ -493,22 +485,15 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
       }
     }
   };
-  if (packed.is_cuda()) {
-    auto work = runDevice(c10d::OpType::COALESCED, packed.device(), outputs,
-                          [&](fwStream_t s) { return call(s, nullptr); }, "all_gather_into_tensor_coalesced");
-    finish();
-    return work;
-  }
-  return runHost(c10d::OpType::COALESCED, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
-                 "all_gather_into_tensor_coalesced", opts.asyncOp);
+  return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "all_gather_into_tensor_coalesced",
+                opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                       std::vector<at::Tensor>& inputs,
                                                       const c10d::GatherOptions& opts) {
   const at::Tensor& in = single(inputs, "gather");
-  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: gather root ", opts.rootRank,
-                    " is not a rank of this group of ", getSize());
+  checkRoot(opts.rootRank, "gather");
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = getRank() == root;
   std::vector<at::Tensor> outList;
@@ -534,22 +519,14 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
   };
   Finish finish = [input]() {};  // alive until done
   if (isRoot) finish = [input, flat, outList]() mutable { unflattenInto(flat, outList); };
-  if (in.is_cuda()) {
-    auto work = runDevice(c10d::OpType::GATHER, in.device(), outList, [&](fwStream_t s) { return call(s, nullptr); },
-                          "gather");
-    if (finish) finish();
-    return work;
-  }
-  return runHost(c10d::OpType::GATHER, outList, [&](fwRequest_t* r) { return call(nullptr, r); }, finish, "gather",
-                 opts.asyncOp);
+  return launch(c10d::OpType::GATHER, in, outList, call, finish, "gather", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& outputs,
                                                        std::vector<std::vector<at::Tensor>>& inputs,
                                                        const c10d::ScatterOptions& opts) {
   const at::Tensor& out = single(outputs, "scatter");
-  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), "fairway: scatter root ", opts.rootRank,
-                    " is not a rank of this group of ", getSize());
+  checkRoot(opts.rootRank, "scatter");
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = getRank() == root;
   at::Tensor flat;
@@ -573,12 +550,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
              : fwScatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, s);
   };
   Finish keep = [flat]() {};  // the packed input lives until the scatter is done
-  if (output.is_cuda()) {
-    return runDevice(c10d::OpType::SCATTER, output.device(), outputs, [&](fwStream_t s) { return call(s, nullptr); },
-                     "scatter");
-  }
-  return runHost(c10d::OpType::SCATTER, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "scatter",
-                 opts.asyncOp);
+  return launch(c10d::OpType::SCATTER, output, outputs, call, keep, "scatter", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor& output, at::Tensor& input,
@@ -593,7 +565,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor&
     return r ? fwIreduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, r)
              : fwReduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
                         [input]() {} /* alive until done */, "reduce_scatter_tensor", opts.asyncOp);
 }
 
@@ -642,14 +614,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
   };
   auto out = outputs;
   Finish finish = [packed, reduced, out]() mutable { unflattenInto(reduced, out); };
-  if (packed.is_cuda()) {
-    auto work = runDevice(c10d::OpType::COALESCED, packed.device(), outputs,
-                          [&](fwStream_t s) { return call(s, nullptr); }, "reduce_scatter_tensor_coalesced");
-    finish();
-    return work;
-  }
-  return runHost(c10d::OpType::COALESCED, outputs, [&](fwRequest_t* r) { return call(nullptr, r); }, finish,
-                 "reduce_scatter_tensor_coalesced", opts.asyncOp);
+  return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "reduce_scatter_tensor_coalesced",
+                opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& output, at::Tensor& input,
@@ -694,12 +660,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& out
                            recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, s);
   };
   Finish keep = [input, send, recv]() {};  // the input and the counts live until the call is done
-  if (input.is_cuda()) {
-    return runDevice(c10d::OpType::ALLTOALL_BASE, input.device(), std::vector<at::Tensor>{output},
-                     [&](fwStream_t s) { return call(s, nullptr); }, "all_to_all_single");
-  }
-  return runHost(c10d::OpType::ALLTOALL_BASE, std::vector<at::Tensor>{output},
-                 [&](fwRequest_t* r) { return call(nullptr, r); }, keep, "all_to_all_single", opts.asyncOp);
+  return launch(c10d::OpType::ALLTOALL_BASE, input, std::vector<at::Tensor>{output}, call, keep,
+                "all_to_all_single", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -735,7 +697,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& ten
     return r ? fwIsend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, r)
              : fwSend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::SEND, t, tensors, call, nullptr, "send", true);
+  return launch(c10d::OpType::SEND, t, tensors, call, nullptr, "send", true);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
@@ -746,7 +708,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& ten
     return r ? fwIrecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, r)
              : fwRecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, s);
   };
-  return FAIRWAY_LAUNCH(c10d::OpType::RECV, t, tensors, call, nullptr, "recv", true);
+  return launch(c10d::OpType::RECV, t, tensors, call, nullptr, "recv", true);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {

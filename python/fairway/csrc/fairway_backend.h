@@ -125,6 +125,9 @@ class FairwayBackend : public c10d::Backend {
 
   // What runs on the completion thread once a host call's data is in place.
   using Finish = std::function<void()>;
+  // One Fairway call: with a request (host, non-blocking), with neither
+  // (host, blocking), or with a stream (CUDA).
+  using Call = std::function<fwResult_t(fwStream_t stream, fwRequest_t* request)>;
 
  private:
   // A host call: `start` posts it (returns its request); the Work completes
@@ -140,6 +143,10 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
                                            std::vector<at::Tensor> outputs,
                                            const std::function<fwResult_t(fwStream_t)>& enqueue, const char* what);
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const at::Tensor& anyTensor,
+                                        std::vector<at::Tensor> outputs, const Call& call, Finish finish,
+                                        const char* what, bool asyncOp);
+  void checkRoot(int64_t root, const char* what) const;
   void completionLoop();
   void stopCompletion();
 
