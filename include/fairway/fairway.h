@@ -66,7 +66,9 @@ typedef enum FAIRWAY_ENUM_BASE {
   fwAuthError = 16,        /* bootstrap rejected: wrong job secret or id */
   fwNotAvailable = 17,     /* feature not built or not usable here */
   fwInProgress = 18,       /* fwTest: the request has not completed */
-  fwNumResults = 19
+  fwUnsupportedCompression = 19, /* a compression descriptor, or its use with this
+                                    collective, type or op, that Fairway does not offer */
+  fwNumResults = 20
 } fwResult_t;
 
 typedef enum FAIRWAY_ENUM_BASE {
@@ -204,6 +206,61 @@ FAIRWAY_API fwResult_t fwIsend(const void* sendbuff, size_t count, fwDataType_t 
     int peer, fwComm_t comm, fwRequest_t* request);
 FAIRWAY_API fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype,
     int peer, fwComm_t comm, fwRequest_t* request);
+
+/* ---- Compressed collectives ----
+ * The payload crosses the network compressed; everything else is the plain
+ * collective's contract. Each element is quantized at most twice end to
+ * end, never once per hop: a reduce-scatter quantizes each rank's input
+ * once (across nodes: each node's partial sums, summed in full precision
+ * inside the node first), and the owner of each shard dequantizes and sums
+ * it in float32; an allreduce then quantizes the reduced shard once more
+ * and everyone dequantizes the same bytes, so every rank gets the same
+ * result. Types: float32, float16, bfloat16. Ops: fwSum and fwAvg.
+ * Anything else returns fwUnsupportedCompression with a message. */
+typedef enum FAIRWAY_ENUM_BASE {
+  fwCompressNone = 0, /* the plain collective */
+  fwCompressFp16 = 1, /* cast to float16 (round to nearest even) */
+  fwCompressBf16 = 2, /* cast to bfloat16 (round to nearest even) */
+  fwCompressInt8 = 3, /* blocks of blockSize values: one float32 scale (absmax / 127)
+                         and int8 values, round to nearest */
+  fwCompressInt4 = 4, /* the same with 4-bit values (absmax / 7), two per byte */
+  fwNumCompressions = 5
+} fwCompressKind_t;
+
+/* Start from FW_COMPRESSION_INITIALIZER. A block holding Inf or NaN
+ * decodes as NaN throughout (that block only; the others are unaffected).
+ * residual (reductions only): NULL, or one float32 per element of this
+ * rank's input (count for allreduce, nranks * recvcount for reduce-scatter)
+ * in the input's memory, zeroed before the first call: each call adds it
+ * to the input before quantizing and leaves in it what this rank's
+ * quantizations lost (error feedback), so the losses are sent later
+ * instead of dropped. It must not overlap sendbuff or recvbuff. */
+typedef struct {
+  size_t size;              /* sizeof(fwCompression_t), set by the initializer */
+  fwCompressKind_t kind;
+  int blockSize;            /* int8/int4: a power of two from 32 to 4096; 0: 256 */
+  float* residual;
+} fwCompression_t;
+#define FW_COMPRESSION_INITIALIZER {sizeof(fwCompression_t), fwCompressNone, 0, NULL}
+
+FAIRWAY_API fwResult_t fwAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwRedOp_t op, const fwCompression_t* compression, fwComm_t comm,
+    fwStream_t stream);
+FAIRWAY_API fwResult_t fwReduceScatterCompressed(const void* sendbuff, void* recvbuff,
+    size_t recvcount, fwDataType_t datatype, fwRedOp_t op, const fwCompression_t* compression,
+    fwComm_t comm, fwStream_t stream);
+/* The casts only (fp16, bf16): every rank receives the same rounded values. */
+FAIRWAY_API fwResult_t fwAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount,
+    fwDataType_t datatype, const fwCompression_t* compression, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwIallReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+    fwDataType_t datatype, fwRedOp_t op, const fwCompression_t* compression, fwComm_t comm,
+    fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIreduceScatterCompressed(const void* sendbuff, void* recvbuff,
+    size_t recvcount, fwDataType_t datatype, fwRedOp_t op, const fwCompression_t* compression,
+    fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIallGatherCompressed(const void* sendbuff, void* recvbuff,
+    size_t sendcount, fwDataType_t datatype, const fwCompression_t* compression, fwComm_t comm,
+    fwRequest_t* request);
 
 /* *done = 1 and the operation's result once complete (request released);
  * *done = 0 and fwSuccess while it runs. A request is released exactly

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "algorithms/context.h"
+#include "core/compression.h"
 
 namespace fairway {
 
@@ -40,6 +41,20 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
 Status leaderAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count);
 Status leaderBroadcast(CollectiveContext& ctx, void* buf, size_t count, int root);
 Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
+
+// Compressed collectives (compressed_collectives.cc): each element is
+// quantized once per level, summed in float32 by its owner. Flat: every
+// rank on its own; hierarchical: full precision inside ctx.layout()'s
+// (uniform) nodes, compressed along the rails. Host buffers.
+Status compressedReduceScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count,
+                               const Compression& compression, bool hierarchical);
+Status compressedAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count,
+                           const Compression& compression, bool hierarchical);
+// Every rank's block encoded once, the wire bytes gathered by `plain` (an
+// allgather over the wire format, in place), every block decoded by all.
+using PlainAllgather = Status (*)(CollectiveContext& wire, const void* send, void* recv, size_t count);
+Status compressedAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count, fwDataType_t type,
+                           const Compression& compression, PlainAllgather plain);
 
 // Where rank i's block sits: counts/displs arrays, or uniform blocks.
 struct BlockMap {

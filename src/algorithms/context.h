@@ -47,6 +47,15 @@ class CollectiveContext {
     sub.hierarchy_ = hierarchy_;
     return sub;
   }
+  // The same collective moving elements of another size: a compressed
+  // collective's plain phases over its wire format.
+  CollectiveContext withElementSize(size_t elementSize) const {
+    CollectiveContext other(messenger_, scratch_, space_, groupRanks_, sequence_, signature_, elementSize, reducer_,
+                            pipeline_);
+    other.hierarchy_ = hierarchy_;
+    other.layout_ = layout_;
+    return other;
+  }
   // Who serves a hierarchical algorithm's phases (node_phase.h); by
   // default the ring inside nodes and the data space along rails.
   void setHierarchy(const Hierarchy& hierarchy) { hierarchy_ = hierarchy; }

@@ -37,6 +37,9 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const double logM = std::ceil(std::log2(std::max(1.0, M)));
   const LinkModel& in = shape.intra;
   const LinkModel& out = shape.inter;
+  const double r = shape.wireRatio;
+  // Compressed: every byte crosses encoded (flat), or the node phase moves
+  // full precision and only the rails carry encoded bytes (two-phase).
   switch (kind) {
     case CollectiveKind::AllReduce:
       switch (algorithm) {
@@ -47,6 +50,8 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per node link.
           return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S));
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
+        case Algorithm::CompressedFlat: return 2 * (n - 1) * flat.costUs(r * S / n);
+        case Algorithm::CompressedTwoPhase: return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S));
         default: return -1;
       }
     case CollectiveKind::Broadcast:
@@ -61,6 +66,8 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * flat.costUs(S / n);
         case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S);
+        case Algorithm::CompressedFlat: return (n - 1) * flat.costUs(r * S / n);
+        case Algorithm::CompressedTwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S);
         default: return -1;
       }
     case CollectiveKind::AllGather:  // bytes: one rank's block

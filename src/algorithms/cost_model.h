@@ -18,6 +18,7 @@ struct ClusterShape {
   int perNode = 1;  // only meaningful when every node has the same count
   LinkModel intra = kDefaultIntraLink;
   LinkModel inter = kDefaultInterLink;
+  double wireRatio = 1;  // compressed algorithms: bytes on the wire per input byte
 };
 
 // Predicted microseconds of algorithm for a collective of `bytes` (the

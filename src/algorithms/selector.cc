@@ -21,8 +21,9 @@ const std::vector<Candidates>& candidates() {
   static const std::vector<Candidates> table = {
       {CollectiveKind::AllReduce, "allreduce",
        {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::TwoPhase,
-        Algorithm::Leaders}},
-      {CollectiveKind::ReduceScatter, "reducescatter", {Algorithm::Ring, Algorithm::TwoPhase}},
+        Algorithm::Leaders, Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase}},
+      {CollectiveKind::ReduceScatter, "reducescatter",
+       {Algorithm::Ring, Algorithm::TwoPhase, Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase}},
       {CollectiveKind::AllGather, "allgather", {Algorithm::Ring, Algorithm::Bruck, Algorithm::TwoPhase}},
       {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial, Algorithm::Leaders}},
       {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial, Algorithm::Leaders}},
@@ -38,11 +39,13 @@ const std::vector<Candidates>& candidates() {
 const Algorithm kAllAlgorithms[] = {Algorithm::Ring,      Algorithm::Rabenseifner, Algorithm::RecursiveDoubling,
                                     Algorithm::Bruck,     Algorithm::Binomial,     Algorithm::Pairwise,
                                     Algorithm::Linear,    Algorithm::Dissemination, Algorithm::TwoPhase,
-                                    Algorithm::Leaders};
+                                    Algorithm::Leaders,   Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase};
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
 // Rabenseifner never won by more than the run-to-run spread, so it is
 // there for FAIRWAY_ALGO and for topologies where its fewer steps pay.
+ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter);
+
 constexpr size_t kAllreduceRingFromBytes = 16 * 1024;
 constexpr size_t kAllgatherRingFromBlockBytes = 1024;
 
@@ -61,8 +64,14 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::TwoPhase: return "twophase";
     case Algorithm::Leaders: return "leaders";
     case Algorithm::Native: return "nccl";
+    case Algorithm::CompressedFlat: return "compressed_flat";
+    case Algorithm::CompressedTwoPhase: return "compressed_twophase";
   }
   return "?";
+}
+
+bool isCompressedAlgorithm(Algorithm algorithm) {
+  return algorithm == Algorithm::CompressedFlat || algorithm == Algorithm::CompressedTwoPhase;
 }
 
 const char* providerName(Provider provider) {
@@ -82,7 +91,11 @@ const char* collectiveName(CollectiveKind kind) {
 
 size_t selectionBytes(const CollectiveArgs& a, int ranks) {
   if (a.kind == CollectiveKind::Barrier) return 0;
-  const size_t bytes = a.count * datatypeSize(a.datatype);
+  // A compressed allgather runs a plain one over its wire format.
+  const size_t element = a.compression.active() && a.kind == CollectiveKind::AllGather
+                             ? a.compression.encodedBytes(1)
+                             : datatypeSize(a.datatype);
+  const size_t bytes = a.count * element;
   return a.kind == CollectiveKind::ReduceScatter ? bytes * static_cast<size_t>(ranks) : bytes;
 }
 
@@ -139,7 +152,11 @@ Selection Selector::select(const SelectionKey& key) const {
   const bool twoPhaseKind =
       kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllGather;
   const bool acrossUniformNodes = key.layout != nullptr && key.layout->nodeCount() > 1 && key.layout->uniform();
-  if (!key.onDevice) {
+  const bool compressedReduction =
+      key.compressed && (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter);
+  if (compressedReduction) {
+    s.algorithm = compressedAlgorithm(key);
+  } else if (!key.onDevice) {
     s.algorithm = hostAlgorithm(key);
   } else if (forced == forced_.end() && routes_.ncclEverywhere && key.ncclRunsIt) {
     s.algorithm = Algorithm::Native;
@@ -166,10 +183,11 @@ Selection Selector::select(const SelectionKey& key) const {
 // run (a group inside a communicator, one node, nodes of different sizes).
 Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
   const RankLayout* layout = key.layout;
-  const auto forced = forced_.find(key.kind);
+  auto forced = forced_.find(key.kind);
+  if (forced != forced_.end() && isCompressedAlgorithm(forced->second)) forced = forced_.end();  // compressed calls only
   Algorithm algo = forced != forced_.end() ? forced->second : Algorithm::Dissemination;
   if (forced == forced_.end() && layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
-    algo = cheapestAcrossNodes(key.kind, key.bytes, *layout);
+    algo = cheapestAcrossNodes(key);
   }
   if (algo == Algorithm::Dissemination && key.kind != CollectiveKind::Barrier) {
     return defaultOnOneNode(key.kind, key.bytes);  // no override, no model
@@ -195,6 +213,33 @@ Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
   return algo;
 }
 
+// Compressed allreduce and reduce-scatter: FAIRWAY_ALGO's compressed
+// choice, else two-phase where the model says it is cheaper. It needs
+// uniform nodes of more than one rank and more than one node: on one node
+// two-phase would compress nothing, which is not what the caller asked for.
+Algorithm Selector::compressedAlgorithm(const SelectionKey& key) const {
+  const RankLayout* layout = key.layout;
+  const bool hierarchical = layout != nullptr && layout->nodeCount() > 1 && layout->uniform() &&
+                            layout->localSizeOf(0) > 1;
+  const auto forced = forced_.find(key.kind);
+  if (forced != forced_.end() && isCompressedAlgorithm(forced->second)) {
+    if (forced->second == Algorithm::CompressedFlat || hierarchical) return forced->second;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      FW_LOG(Warn, Algo, "%s: compressed_twophase needs several uniform nodes of more than one rank, not %s; "
+             "using compressed_flat", collectiveName(key.kind),
+             layout != nullptr ? layout->describe().c_str() : "a group");
+    }
+    return Algorithm::CompressedFlat;
+  }
+  if (!hierarchical) return Algorithm::CompressedFlat;
+  const ClusterShape shape = shapeOf(key, intra_, inter_);
+  return predictMicros(key.kind, Algorithm::CompressedTwoPhase, key.bytes, shape) <
+                 predictMicros(key.kind, Algorithm::CompressedFlat, key.bytes, shape)
+             ? Algorithm::CompressedTwoPhase
+             : Algorithm::CompressedFlat;
+}
+
 Algorithm Selector::defaultOnOneNode(CollectiveKind kind, size_t bytes) const {
   switch (kind) {
     case CollectiveKind::AllReduce:
@@ -216,24 +261,25 @@ ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const Link
   shape.perNode = key.layout != nullptr ? key.layout->localSizeOf(0) : key.ranks;
   shape.intra = intra;
   shape.inter = inter;
+  shape.wireRatio = key.compressed ? key.wireRatio : 1;
   return shape;
 }
 
 }  // namespace
 
-// Dissemination stands for "no model for this collective".
-Algorithm Selector::cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const {
-  SelectionKey key;
-  key.kind = kind;
-  key.bytes = bytes;
-  key.layout = &layout;
-  const ClusterShape shape = shapeOf(key, intra_, inter_);
+// Dissemination stands for "no model for this collective". Plain
+// algorithms only (a compressed allgather's plain phase is chosen here).
+Algorithm Selector::cheapestAcrossNodes(const SelectionKey& key) const {
+  SelectionKey plain = key;
+  plain.compressed = false;
+  const ClusterShape shape = shapeOf(plain, intra_, inter_);
   Algorithm best = Algorithm::Dissemination;
   double bestUs = 0;
   for (const Candidates& c : candidates()) {
-    if (c.kind != kind) continue;
+    if (c.kind != key.kind) continue;
     for (Algorithm a : c.algorithms) {
-      const double us = predictMicros(kind, a, bytes, shape);
+      if (isCompressedAlgorithm(a)) continue;
+      const double us = predictMicros(key.kind, a, key.bytes, shape);
       if (us >= 0 && (best == Algorithm::Dissemination || us < bestUs)) {
         best = a;
         bestUs = us;
@@ -257,9 +303,11 @@ void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
   }
   const ClusterShape shape = shapeOf(key, intra_, inter_);
   std::string others;
+  const bool compressedReduction = key.compressed && isCompressedAlgorithm(s.algorithm);
   for (const Candidates& c : candidates()) {
     if (c.kind != key.kind) continue;
     for (Algorithm a : c.algorithms) {
+      if (isCompressedAlgorithm(a) != compressedReduction) continue;
       const double us = predictMicros(key.kind, a, key.bytes, shape);
       if (us < 0) continue;
       char line[64];

@@ -23,7 +23,12 @@ namespace fairway {
 enum class Algorithm {
   Ring, Rabenseifner, RecursiveDoubling, Bruck, Binomial, Pairwise, Linear, Dissemination, TwoPhase, Leaders,
   Native,  // the provider's own collective over every rank (NCCL)
+  // Compressed reduce-scatter and allreduce (compressed_collectives.cc):
+  // every rank on its own, or full precision inside nodes. Compressed
+  // allgather runs a plain allgather over its wire format.
+  CompressedFlat, CompressedTwoPhase,
 };
+bool isCompressedAlgorithm(Algorithm algorithm);
 const char* algorithmName(Algorithm algorithm);
 
 // Who moves a phase's data.
@@ -53,6 +58,11 @@ struct SelectionKey {
   const RankLayout* layout = nullptr;  // null: a group inside a communicator
   int ranks = 1;                       // the communicator's or the group's
   bool ncclRunsIt = false;             // NCCL has this collective for the call's type and op
+  // A compressed call: its wire bytes per input byte (the cost model's
+  // rail bytes). Allreduce and reduce-scatter then pick a compressed
+  // algorithm; allgather a plain one for its wire size.
+  bool compressed = false;
+  double wireRatio = 1;
 };
 
 // The size a call is selected by (see SelectionKey::bytes).
@@ -98,7 +108,8 @@ class Selector {
  private:
   Algorithm hostAlgorithm(const SelectionKey& key) const;
   Algorithm defaultOnOneNode(CollectiveKind kind, size_t bytes) const;
-  Algorithm cheapestAcrossNodes(CollectiveKind kind, size_t bytes, const RankLayout& layout) const;
+  Algorithm cheapestAcrossNodes(const SelectionKey& key) const;
+  Algorithm compressedAlgorithm(const SelectionKey& key) const;
   double predict(const SelectionKey& key, Algorithm algorithm) const;
   void logOnce(const SelectionKey& key, const Selection& selection) const;
 

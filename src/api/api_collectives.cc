@@ -24,11 +24,25 @@ Status prepare(fwComm_t comm, const CollectiveArgs& args, Communicator** impl) {
   return validateCollective(args, (*impl)->rank(), (*impl)->size());
 }
 
+// Compression runs on the CPU's kernels: host buffers and a host residual.
+Status checkCompressedMemory(Communicator* impl, const CollectiveArgs& args, MemoryType memory) {
+  if (!args.compression.active()) return Status::ok();
+  if (memory == MemoryType::Cuda) {
+    return Status(fwNotAvailable, "compressed collectives on device buffers are not available in this build "
+                                  "(host buffers only)");
+  }
+  if (args.compression.residual != nullptr && impl->memoryTypeOf(args.compression.residual) != MemoryType::Host) {
+    return Status(fwInvalidUsage, "the residual is device memory but the buffers are host memory");
+  }
+  return Status::ok();
+}
+
 Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
   Communicator* impl = nullptr;
   FW_RETURN_IF_ERROR(prepare(comm, args, &impl));
   MemoryType memory = MemoryType::Host;
   FW_RETURN_IF_ERROR(impl->memoryTypeOf(args, &memory));
+  FW_RETURN_IF_ERROR(checkCompressedMemory(impl, args, memory));
   // A call with no bytes on this rank but a stream follows the device path
   // too, so that it stays in step with ranks whose buffers are on the GPU.
   size_t sendBytes = 0, recvBytes = 0;
@@ -45,6 +59,13 @@ fwResult_t blocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args
   return reportToCaller(runBlocking(comm, stream, args).withContext(collectiveName(args.kind)));
 }
 
+// The compressed forms: the plain call's arguments plus the descriptor.
+fwResult_t blockingCompressed(fwComm_t comm, fwStream_t stream, CollectiveArgs args, const fwCompression_t* c) {
+  const Status read = readCompression(c, &args.compression);
+  if (!read.isOk()) return reportToCaller(read.withContext(collectiveName(args.kind)));
+  return blocking(comm, stream, args);
+}
+
 // Device buffers are ordered by a stream, which the non-blocking calls do not take.
 Status rejectDeviceBuffers(Communicator* impl, const CollectiveArgs& args) {
   MemoryType memory = MemoryType::Host;
@@ -56,12 +77,17 @@ Status rejectDeviceBuffers(Communicator* impl, const CollectiveArgs& args) {
   return Status::ok();
 }
 
-fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, const CollectiveArgs& args) {
+
+// compressed: the compressed forms, with their descriptor.
+fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, CollectiveArgs args,
+                       const fwCompression_t* compression = nullptr, bool compressed = false) {
   if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "request is NULL"));
   *request = nullptr;
   Communicator* impl = nullptr;
-  Status st = prepare(comm, args, &impl);
+  Status st = compressed ? readCompression(compression, &args.compression) : Status::ok();
+  if (st.isOk()) st = prepare(comm, args, &impl);
   if (st.isOk()) st = rejectDeviceBuffers(impl, args);
+  if (st.isOk()) st = checkCompressedMemory(impl, args, MemoryType::Host);
   std::shared_ptr<AsyncOperation> operation;
   if (st.isOk()) st = impl->startCollective(args, &operation);
   if (st.isOk()) {
@@ -261,6 +287,41 @@ fwResult_t fwIsend(const void* sendbuff, size_t count, fwDataType_t datatype, in
 fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
                    fwRequest_t* request) {
   return nonBlockingMessage(false, comm, recvbuff, count, datatype, peer, request);
+}
+
+fwResult_t fwAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype,
+                                 fwRedOp_t op, const fwCompression_t* compression, fwComm_t comm, fwStream_t stream) {
+  return blockingCompressed(comm, stream, makeArgs(CollectiveKind::AllReduce, sendbuff, recvbuff, count, datatype, op),
+                            compression);
+}
+fwResult_t fwReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t recvcount, fwDataType_t datatype,
+                                     fwRedOp_t op, const fwCompression_t* compression, fwComm_t comm,
+                                     fwStream_t stream) {
+  return blockingCompressed(
+      comm, stream, makeArgs(CollectiveKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op), compression);
+}
+fwResult_t fwAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount, fwDataType_t datatype,
+                                 const fwCompression_t* compression, fwComm_t comm, fwStream_t stream) {
+  return blockingCompressed(comm, stream, makeArgs(CollectiveKind::AllGather, sendbuff, recvbuff, sendcount, datatype),
+                            compression);
+}
+fwResult_t fwIallReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype,
+                                  fwRedOp_t op, const fwCompression_t* compression, fwComm_t comm,
+                                  fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::AllReduce, sendbuff, recvbuff, count, datatype, op),
+                     compression, true);
+}
+fwResult_t fwIreduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t recvcount, fwDataType_t datatype,
+                                      fwRedOp_t op, const fwCompression_t* compression, fwComm_t comm,
+                                      fwRequest_t* request) {
+  return nonBlocking(comm, request,
+                     makeArgs(CollectiveKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op),
+                     compression, true);
+}
+fwResult_t fwIallGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount, fwDataType_t datatype,
+                                  const fwCompression_t* compression, fwComm_t comm, fwRequest_t* request) {
+  return nonBlocking(comm, request, makeArgs(CollectiveKind::AllGather, sendbuff, recvbuff, sendcount, datatype),
+                     compression, true);
 }
 
 fwResult_t fwTest(fwRequest_t request, int* done) {

@@ -1,5 +1,6 @@
 #include "api/validate.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -77,6 +78,8 @@ Status checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, 
                                        ")");
 }
 
+Status validatePlainCollective(const CollectiveArgs& a, int rank, int n);
+
 Status validateAllToAllv(const CollectiveArgs& a, int rank, int n) {
   if (a.sendcounts == nullptr || a.sdispls == nullptr || a.recvcounts == nullptr || a.rdispls == nullptr) {
     return Status(fwInvalidPointer, "alltoallv needs sendcounts, sdispls, recvcounts and rdispls, one per rank");
@@ -107,7 +110,72 @@ Status validateAllToAllv(const CollectiveArgs& a, int rank, int n) {
   return checkOverlap(a.send, sendBytes, a.recv, recvBytes, nullptr, "alltoallv has no in-place form");
 }
 
+Status unsupported(const std::string& why) { return Status(fwUnsupportedCompression, why); }
+
+// The combination of a valid descriptor with a collective, type and op:
+// checked after the plain collective's own rules, so those keep their codes.
+Status validateCompression(const CollectiveArgs& a, int rank, int n) {
+  const Compression& c = a.compression;
+  const char* name = compressionName(c.kind);
+  const bool reduces = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter;
+  if (!reduces && a.kind != CollectiveKind::AllGather) {
+    return unsupported(std::string(collectiveName(a.kind)) + " has no compressed form (allreduce, reducescatter "
+                                                             "and allgather have)");
+  }
+  if (a.kind == CollectiveKind::AllGather && c.blockwise()) {
+    return unsupported(std::string("allgather compresses with the fp16 and bf16 casts only, not ") + name +
+                       " (nothing reduces the blocks' error there)");
+  }
+  if (a.datatype != fwFloat32 && a.datatype != fwFloat16 && a.datatype != fwBfloat16) {
+    return unsupported(std::string(name) + " compression takes float32, float16 or bfloat16 data, not " +
+                       datatypeName(a.datatype));
+  }
+  if (reduces && a.op != fwSum && a.op != fwAvg) {
+    return unsupported(std::string(name) + " compression reduces with sum or avg, not " + opName(a.op));
+  }
+  if (c.residual == nullptr) return Status::ok();
+  if (!reduces) return unsupported("allgather takes no error-feedback residual (it reduces nothing)");
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(a, rank, n, &sendBytes, &recvBytes);
+  const size_t inputElements = sendBytes / datatypeSize(a.datatype);
+  size_t residualBytes = 0;
+  if (__builtin_mul_overflow(inputElements, sizeof(float), &residualBytes) || residualBytes > kMaxBytes) {
+    return Status(fwInvalidCount, "the residual of " + std::to_string(inputElements) +
+                                      " float32 values overflows the address space");
+  }
+  const char* rule = "the residual is its own buffer";
+  FW_RETURN_IF_ERROR(checkOverlap(c.residual, residualBytes, a.send, sendBytes, nullptr, rule));
+  FW_RETURN_IF_ERROR(checkOverlap(c.residual, residualBytes, a.recv, recvBytes, nullptr, rule));
+  return Status::ok();
+}
+
 }  // namespace
+
+Status readCompression(const fwCompression_t* user, Compression* out) {
+  if (user == nullptr) return Status(fwInvalidPointer, "compression is NULL (pass FW_COMPRESSION_INITIALIZER's value)");
+  if (user->size < offsetof(fwCompression_t, residual) + sizeof(user->residual) || user->size > (1u << 16)) {
+    return Status(fwInvalidArgument, "compression->size is " + std::to_string(user->size) + ", not sizeof(" +
+                                         "fwCompression_t) = " + std::to_string(sizeof(fwCompression_t)) +
+                                         " (start from FW_COMPRESSION_INITIALIZER)");
+  }
+  const int kind = static_cast<int>(user->kind);
+  if (kind < 0 || kind >= fwNumCompressions) {
+    return unsupported("compression kind " + std::to_string(kind) + " is not a fwCompressKind_t (0.." +
+                       std::to_string(fwNumCompressions - 1) + ")");
+  }
+  Compression c;
+  c.kind = user->kind;
+  c.residual = user->residual;
+  if (c.blockwise()) {
+    const int block = user->blockSize == 0 ? kDefaultCompressionBlock : user->blockSize;
+    if (block < 32 || block > 4096 || (block & (block - 1)) != 0) {
+      return unsupported("block size " + std::to_string(user->blockSize) + " is not a power of two from 32 to 4096");
+    }
+    c.blockSize = block;
+  }
+  *out = c;
+  return Status::ok();
+}
 
 Status validateHostStream(fwStream_t stream) {
   if (stream != nullptr) {
@@ -127,6 +195,12 @@ Status validatePointToPoint(const void* buf, size_t count, fwDataType_t datatype
 }
 
 Status validateCollective(const CollectiveArgs& a, int rank, int n) {
+  FW_RETURN_IF_ERROR(validatePlainCollective(a, rank, n));
+  return a.compression.active() ? validateCompression(a, rank, n) : Status::ok();
+}
+
+namespace {
+Status validatePlainCollective(const CollectiveArgs& a, int rank, int n) {
   if (a.kind == CollectiveKind::Barrier) return Status::ok();
   FW_RETURN_IF_ERROR(checkDatatype(a.datatype));
   const size_t es = datatypeSize(a.datatype);
@@ -193,5 +267,7 @@ Status validateCollective(const CollectiveArgs& a, int rank, int n) {
   }
   return Status::ok();
 }
+
+}  // namespace
 
 }  // namespace fairway

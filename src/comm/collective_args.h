@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/compression.h"
 #include "fairway/fairway.h"
 
 namespace fairway {
@@ -26,6 +27,7 @@ struct CollectiveArgs {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
+  Compression compression;  // allreduce, reduce-scatter, allgather only
 };
 
 // One call's arguments; byte records by default (what ranks exchange).

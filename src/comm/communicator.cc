@@ -289,6 +289,8 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
     key.bytes = selectionBytes(args, groupSize);
     key.layout = group.empty() ? &layout_ : nullptr;
     key.ranks = groupSize;
+    key.compressed = args.compression.active();
+    if (key.compressed) key.wireRatio = args.compression.wireRatio(elementSize);
     algorithm = selector_.select(key).algorithm;
   }
   Status st;

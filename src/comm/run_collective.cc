@@ -19,9 +19,15 @@ uint8_t collectiveSignature(const CollectiveArgs& a) {
                        reduces ? static_cast<uint64_t>(a.op) : 0, rooted ? static_cast<uint64_t>(a.root) : 0,
                        a.kind == CollectiveKind::AllToAllv ? 0 : a.count};
   uint64_t h = 0xcbf29ce484222325ull;
-  for (uint64_t f : fields) {
+  auto mix = [&](uint64_t f) {
     h ^= f;
     h *= 0x100000001b3ull;
+  };
+  for (uint64_t f : fields) mix(f);
+  // Ranks that compress differently (or one not at all) do not match.
+  if (a.compression.active()) {
+    mix(static_cast<uint64_t>(a.compression.kind));
+    mix(a.compression.blockwise() ? static_cast<uint64_t>(a.compression.blockSize) : 0);
   }
   return static_cast<uint8_t>(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 32));
 }
@@ -50,14 +56,30 @@ void bufferBytes(const CollectiveArgs& a, int rank, int n, size_t* sendBytes, si
   }
 }
 
+namespace {
+// The ring allgather with the allgather call's arguments: send is this
+// rank's block, already at its place in recv or copied there.
+Status ringAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  FW_RETURN_IF_ERROR(ctx.copy(ctx.at(recv, count * ctx.rank()), send, count));
+  return ringAllgather(ctx, recv, equalChunks(count, ctx.size()));
+}
+}  // namespace
+
 Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm algo) {
   if (algo == Algorithm::Native) return Status(fwInternalError, "NCCL's own collective reached the host engine");
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t es = ctx.elementSize();
+  const bool hierarchical = algo == Algorithm::CompressedTwoPhase;
+  if (a.compression.active() && a.kind != CollectiveKind::AllGather && !isCompressedAlgorithm(algo)) {
+    return Status(fwInternalError, std::string("a compressed call reached the plain algorithm ") + algorithmName(algo));
+  }
   switch (a.kind) {
     case CollectiveKind::AllReduce: {
       switch (algo) {
+        case Algorithm::CompressedFlat:
+        case Algorithm::CompressedTwoPhase:
+          return compressedAllreduce(ctx, a.send, a.recv, a.count, a.compression, hierarchical);
         case Algorithm::Ring: return ringAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::RecursiveDoubling: return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::TwoPhase: return twoPhaseAllreduce(ctx, a.send, a.recv, a.count);
@@ -66,6 +88,9 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       }
     }
     case CollectiveKind::ReduceScatter: {
+      if (isCompressedAlgorithm(algo)) {
+        return compressedReduceScatter(ctx, a.send, a.recv, a.count, a.compression, hierarchical);
+      }
       if (algo == Algorithm::TwoPhase) {
         return twoPhaseReduceScatter(ctx, a.send, a.recv, a.count);
       }
@@ -75,11 +100,16 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), partial);
     }
     case CollectiveKind::AllGather: {
+      if (a.compression.active()) {
+        // The plain algorithm chosen for the wire size, over the wire format.
+        PlainAllgather plain = algo == Algorithm::TwoPhase ? twoPhaseAllgather
+                               : algo == Algorithm::Bruck  ? bruckAllgather
+                                                           : ringAllgatherInPlace;
+        return compressedAllgather(ctx, a.send, a.recv, a.count, a.datatype, a.compression, plain);
+      }
       if (algo == Algorithm::TwoPhase) return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
       if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
-      void* mine = ctx.at(a.recv, a.count * r);
-      FW_RETURN_IF_ERROR(ctx.copy(mine, a.send, a.count));
-      return ringAllgather(ctx, a.recv, equalChunks(a.count, n));
+      return ringAllgatherInPlace(ctx, a.send, a.recv, a.count);
     }
     case CollectiveKind::Broadcast:
       if (r == a.root) FW_RETURN_IF_ERROR(ctx.copy(a.recv, a.send, a.count));

@@ -42,6 +42,7 @@ const char* fwGetErrorString(fwResult_t result) {
     case fwAuthError: return "bootstrap authentication failed";
     case fwNotAvailable: return "not available";
     case fwInProgress: return "in progress";
+    case fwUnsupportedCompression: return "unsupported compression";
     case fwNumResults: break;
   }
   return "unknown result code";

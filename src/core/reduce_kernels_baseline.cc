@@ -1,2 +1,3 @@
 #define FAIRWAY_KERNEL_ISA baseline
 #include "core/reduce_kernels.inc"
+#include "core/quantize_kernels.inc"

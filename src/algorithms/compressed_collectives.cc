@@ -1,0 +1,313 @@
+// Compressed reduce-scatter, allreduce and allgather: each element is
+// quantized once per level it crosses, never once per hop.
+//
+// The ranks form M groups of D ("nodes"); rank (m, d) is local rank d of
+// group m, and the ranks with the same d form its rail. Flat: D = 1, every
+// rank its own group, so every byte crosses compressed. Hierarchical (the
+// qgZ shape): the nodes of a uniform layout, so only the rails compress.
+// Every rank owns one block of the buffer: for reduce-scatter its chunk,
+// for allreduce the q-th of n equal blocks (the last ones shorter, maybe
+// empty). Blocks are cut into slices of whole quantization blocks, so the
+// result does not depend on how the pipeline slices them. Per slice:
+//  A. (D > 1) the slice of every block, plus the residual, packed by local
+//     rank and reduced over the node in full precision: local rank d holds
+//     the node's sums of the blocks of its rail. Each of those M pieces is
+//     encoded once and sent to its owner on the rail;
+//  B. the owner decodes the M pieces it received and sums them in float32,
+//     in group order (so every layout sums alike). Reduce-scatter: done.
+//     Allreduce: the reduced piece is encoded once more and sent to the
+//     rest of the rail;
+//  C. (allreduce) everyone decodes the same encoded pieces, so every rank
+//     ends with the same bits; (D > 1) the node then shares its rail's
+//     pieces by an allgather in full precision.
+// Stage B of slice s runs one slice after its stage A and stage C one more
+// after that, so quantizing and the node phase overlap the rail exchanges.
+//
+// Error feedback: the residual is added where the input is read (encoded
+// directly when D = 1, packed when D > 1), and receives what each of this
+// rank's encodings lost at the positions it encoded, in the input's units
+// (an average's reduced piece counts n times). What the node phase passed
+// on in full precision is not lost, so those positions are cleared.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/two_phase.h"
+#include "comm/collective_args.h"
+#include "core/quantize_kernels.h"
+
+namespace fairway {
+namespace {
+
+class CompressedPipeline {
+ public:
+  CompressedPipeline(CollectiveContext& ctx, const Compression& c, CollectiveKind kind, const void* send, void* recv,
+                     size_t count)
+      : ctx_(ctx), c_(c), kind_(kind), send_(static_cast<const char*>(send)), recv_(static_cast<char*>(recv)),
+        count_(count), type_(ctx.reducer().datatype()), es_(ctx.elementSize()),
+        codec_(kernels::codecFor(c.kind, type_)), floatCodec_(kernels::codecFor(c.kind, fwFloat32)),
+        fromFloat_(kernels::fromFloatFor(type_)), addFloat_(kernels::addFloatFor(type_)) {}
+
+  // Flat: every rank its own group, the whole context as the rail.
+  Status runFlat() {
+    m_ = ctx_.rank();
+    M_ = ctx_.size();
+    owners_.resize(M_);
+    for (int q = 0; q < M_; ++q) owners_[q] = q;
+    return run(nullptr, ctx_);
+  }
+
+  // Hierarchical over ctx.layout()'s nodes (uniform).
+  Status runHierarchical() {
+    TwoPhaseSetup t(ctx_, /*reduces=*/true);
+    FW_RETURN_IF_ERROR(t.status);
+    const TwoPhaseGroups& g = t.groups;
+    d_ = g.d;
+    D_ = g.D;
+    m_ = g.m;
+    M_ = g.M;
+    owners_.resize(static_cast<size_t>(M_) * D_);
+    for (int m = 0; m < M_; ++m) {
+      for (int d = 0; d < D_; ++d) owners_[static_cast<size_t>(m) * D_ + d] = g.rankAt(m, d);
+    }
+    return run(D_ > 1 ? &t.node : nullptr, t.rail);
+  }
+
+ private:
+  bool allreduce() const { return kind_ == CollectiveKind::AllReduce; }
+  int owner(int m, int d) const { return owners_[static_cast<size_t>(m) * D_ + d]; }
+  int self() const { return owner(m_, d_); }
+  // Where owner q's block starts in the input (and, for allreduce, output),
+  // and how many of its blockLen_ elements are real.
+  size_t blockStart(int q) const { return static_cast<size_t>(q) * blockLen_; }
+  size_t realBlock(int q) const {
+    if (!allreduce()) return count_;
+    const size_t start = blockStart(q);
+    return start >= count_ ? 0 : std::min(blockLen_, count_ - start);
+  }
+  size_t sliceStart(size_t s) const { return s * sliceLen_; }
+  size_t realSlice(int q, size_t s) const {
+    const size_t real = realBlock(q), start = sliceStart(s);
+    return start >= real ? 0 : std::min(sliceLen_, real - start);
+  }
+  float* residualAt(int q, size_t s) const {
+    return c_.residual != nullptr ? c_.residual + blockStart(q) + sliceStart(s) : nullptr;
+  }
+  const char* inputAt(int q, size_t s) const { return send_ + (blockStart(q) + sliceStart(s)) * es_; }
+
+  Status run(CollectiveContext* node, CollectiveContext& rail) {
+    node_ = node;
+    rail_ = &rail;
+    const int n = ctx_.size();
+    if (codec_.encode == nullptr || fromFloat_ == nullptr) {
+      return Status(fwInternalError, "no compression kernels for this type reached the algorithm");
+    }
+    if (ctx_.onDevice()) {
+      return Status(fwNotAvailable, "compressed collectives run on host buffers only in this build");
+    }
+    blockLen_ = allreduce() ? (count_ + n - 1) / n : count_;
+    if (blockLen_ == 0) return Status::ok();
+    // Slices of whole quantization blocks (casts: any length).
+    const PipelineSettings& p = ctx_.pipeline();
+    const size_t wanted = sliceCount(p, blockLen_ * n * es_, blockLen_, 1, es_);
+    const size_t unit = c_.blockwise() ? static_cast<size_t>(c_.blockSize) : 1;
+    sliceLen_ = (blockLen_ + wanted - 1) / wanted;
+    sliceLen_ = (sliceLen_ + unit - 1) / unit * unit;
+    slices_ = (blockLen_ + sliceLen_ - 1) / sliceLen_;
+    allocate();
+
+    const size_t lastStage = allreduce() ? 2 : 1;
+    for (size_t s = 0; s < slices_ + lastStage; ++s) {
+      if (s < slices_) FW_RETURN_IF_ERROR(encodeAndSend(s));
+      if (s >= 1 && s - 1 < slices_) FW_RETURN_IF_ERROR(reduce(s - 1));
+      if (allreduce() && s >= 2 && s - 2 < slices_) FW_RETURN_IF_ERROR(decodeAll(s - 2));
+    }
+    return Status::ok();
+  }
+
+  // Scratch: per slot the encoded pieces out and in of each rail exchange;
+  // once, the packed node input, the ring's partial sums and the node
+  // sums (D > 1), and the float32 accumulator.
+  void allocate() {
+    slots_ = allreduce() ? 3 : 2;
+    stride_ = c_.encodedStride(sliceLen_);
+    const size_t perSlot = (2 * M_ + (allreduce() ? M_ + 1 : 0)) * stride_;
+    const size_t packedBytes = D_ > 1 ? static_cast<size_t>(D_) * M_ * sliceLen_ * es_ : 0;
+    const size_t bytes = slots_ * perSlot + 3 * packedBytes + sliceLen_ * sizeof(float) + 64 * 8;
+    char* base = ctx_.outerBytes(bytes);
+    auto take = [&](size_t size) {
+      char* at = base;
+      base += (size + 63) & ~size_t{63};
+      return at;
+    };
+    slotBase_ = take(slots_ * perSlot);
+    slotBytes_ = perSlot;
+    packed_ = take(packedBytes);
+    partial_ = take(packedBytes);
+    shared_ = take(packedBytes);
+    acc_ = reinterpret_cast<float*>(take(sliceLen_ * sizeof(float)));
+    const size_t perExchange = 2 * static_cast<size_t>(M_ - 1);
+    pendings_ = ctx_.outerPendings(2 * slots_ * perExchange + 1);
+  }
+  char* slot(size_t s) const { return slotBase_ + (s % slots_) * slotBytes_; }
+  char* encodedOut(size_t s, int j) const { return slot(s) + j * stride_; }
+  char* encodedIn(size_t s, int j) const { return slot(s) + (M_ + j) * stride_; }
+  char* reducedIn(size_t s, int j) const { return slot(s) + (2 * M_ + j) * stride_; }
+  char* reducedOut(size_t s) const { return slot(s) + 3 * static_cast<size_t>(M_) * stride_; }
+  Pending* exchange(size_t s, int which) const {
+    const size_t perExchange = 2 * static_cast<size_t>(M_ - 1);
+    return pendings_ + ((s % slots_) * 2 + which) * perExchange;
+  }
+  uint32_t step(size_t s, int which) const { return static_cast<uint32_t>(2 * s + which); }
+
+  // Stage A.
+  Status encodeAndSend(size_t s) {
+    if (node_ != nullptr) FW_RETURN_IF_ERROR(reduceInNode(s));
+    for (int j = 0; j < M_; ++j) {
+      const int q = owner(j, d_);
+      const size_t len = realSlice(q, s);
+      if (node_ == nullptr) {  // the input itself, plus the residual
+        float* residual = residualAt(q, s);
+        codec_.encode(inputAt(q, s), residual, len, c_.blockSize, encodedOut(s, j), kernels::Lost{residual, 1, false});
+      } else {  // the node's sums
+        codec_.encode(shared_ + j * sliceLen_ * es_, nullptr, len, c_.blockSize, encodedOut(s, j),
+                      kernels::Lost{residualAt(q, s), 1, true});
+      }
+    }
+    const size_t mine = c_.encodedBytes(realSlice(self(), s));
+    return postRailExchange(
+        *rail_, step(s, 0), exchange(s, 0), [&](int j) { return encodedOut(s, j); },
+        [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); }, [&](int j) { return encodedIn(s, j); },
+        [&](int) { return mine; });
+  }
+
+  // Stage A's node phase: slice s of every block, plus the residual
+  // (which is then cleared), packed by local rank; the ring leaves this
+  // rank's rail's sums in shared_.
+  Status reduceInNode(size_t s) {
+    const size_t piece = sliceLen_ * es_;
+    for (int d = 0; d < D_; ++d) {
+      for (int m = 0; m < M_; ++m) {
+        const int q = owner(m, d);
+        const size_t len = realSlice(q, s);
+        char* to = packed_ + (static_cast<size_t>(d) * M_ + m) * piece;
+        float* residual = residualAt(q, s);
+        if (residual != nullptr) {
+          addFloat_(to, inputAt(q, s), residual, len);
+          std::fill(residual, residual + len, 0.f);
+        } else {
+          std::memcpy(to, inputAt(q, s), len * es_);
+        }
+        std::memset(to + len * es_, 0, piece - len * es_);
+      }
+    }
+    return ctx_.nodePhase().reduceScatter(*node_, packed_, shared_, equalChunks(static_cast<size_t>(M_) * sliceLen_, D_),
+                                          partial_);
+  }
+
+  // Stage B.
+  Status reduce(size_t s) {
+    FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 0), 2 * static_cast<size_t>(M_ - 1)));
+    const size_t len = realSlice(self(), s);
+    for (int j = 0; j < M_; ++j) {
+      const char* piece = j == m_ ? encodedOut(s, j) : encodedIn(s, j);
+      codec_.decodeAdd(piece, len, c_.blockSize, acc_, j == 0);
+    }
+    const bool average = ctx_.reducer().finalizes();
+    if (average) Reducer(fwFloat32, fwAvg, ctx_.size()).finalize(acc_, len);
+    float* residual = residualAt(self(), s);
+    if (!allreduce()) {
+      fromFloat_(acc_, len, recv_ + sliceStart(s) * es_);
+      return Status::ok();
+    }
+    const float weight = average ? static_cast<float>(ctx_.size()) : 1.f;
+    floatCodec_.encode(acc_, nullptr, len, c_.blockSize, reducedOut(s), kernels::Lost{residual, weight, true});
+    const size_t mine = c_.encodedBytes(len);
+    return postRailExchange(
+        *rail_, step(s, 1), exchange(s, 1), [&](int) { return reducedOut(s); }, [&](int) { return mine; },
+        [&](int j) { return reducedIn(s, j); }, [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); });
+  }
+
+  // Stage C (allreduce).
+  Status decodeAll(size_t s) {
+    FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 1), 2 * static_cast<size_t>(M_ - 1)));
+    const size_t piece = sliceLen_ * es_;
+    for (int j = 0; j < M_; ++j) {
+      const int q = owner(j, d_);
+      const char* encoded = j == m_ ? reducedOut(s) : reducedIn(s, j);
+      char* out = node_ == nullptr ? recv_ + (blockStart(q) + sliceStart(s)) * es_
+                                   : packed_ + (static_cast<size_t>(d_) * M_ + j) * piece;
+      codec_.decode(encoded, realSlice(q, s), c_.blockSize, out);
+    }
+    if (node_ == nullptr) return Status::ok();
+    FW_RETURN_IF_ERROR(ctx_.nodePhase().allgather(*node_, packed_, equalChunks(static_cast<size_t>(M_) * sliceLen_, D_)));
+    for (int d = 0; d < D_; ++d) {
+      for (int m = 0; m < M_; ++m) {
+        const int q = owner(m, d);
+        std::memcpy(recv_ + (blockStart(q) + sliceStart(s)) * es_,
+                    packed_ + (static_cast<size_t>(d) * M_ + m) * piece, realSlice(q, s) * es_);
+      }
+    }
+    return Status::ok();
+  }
+
+  CollectiveContext& ctx_;
+  const Compression c_;
+  const CollectiveKind kind_;
+  const char* send_;
+  char* recv_;
+  const size_t count_;
+  const fwDataType_t type_;
+  const size_t es_;
+  const kernels::Codec codec_, floatCodec_;
+  const kernels::FromFloatFn fromFloat_;
+  const kernels::AddFloatFn addFloat_;
+
+  int d_ = 0, D_ = 1, m_ = 0, M_ = 1;
+  std::vector<int> owners_;  // owners_[m * D + d]: the rank of local rank d of group m
+  CollectiveContext* node_ = nullptr;
+  CollectiveContext* rail_ = nullptr;
+  size_t blockLen_ = 0, sliceLen_ = 0, slices_ = 0;
+  size_t slots_ = 0, stride_ = 0, slotBytes_ = 0;
+  char* slotBase_ = nullptr;
+  char* packed_ = nullptr;
+  char* partial_ = nullptr;
+  char* shared_ = nullptr;
+  float* acc_ = nullptr;
+  Pending* pendings_ = nullptr;
+};
+
+}  // namespace
+
+Status compressedReduceScatter(CollectiveContext& ctx, const void* send, void* recv, size_t count,
+                               const Compression& c, bool hierarchical) {
+  CompressedPipeline run(ctx, c, CollectiveKind::ReduceScatter, send, recv, count);
+  return hierarchical ? run.runHierarchical() : run.runFlat();
+}
+
+Status compressedAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count, const Compression& c,
+                           bool hierarchical) {
+  CompressedPipeline run(ctx, c, CollectiveKind::AllReduce, send, recv, count);
+  return hierarchical ? run.runHierarchical() : run.runFlat();
+}
+
+Status compressedAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count, fwDataType_t type,
+                           const Compression& c, PlainAllgather plain) {
+  if (ctx.onDevice()) return Status(fwNotAvailable, "compressed collectives run on host buffers only in this build");
+  const kernels::Codec codec = kernels::codecFor(c.kind, type);
+  const size_t wireElement = c.encodedBytes(1);  // the casts: 2 bytes a value
+  if (codec.encode == nullptr || wireElement == 0 || c.blockwise()) {
+    return Status(fwInternalError, "allgather reached the algorithm with a compression it has no cast for");
+  }
+  const int n = ctx.size();
+  const size_t blockBytes = count * wireElement;
+  char* wire = ctx.stagingBytes(blockBytes * n + 64);
+  char* mine = wire + blockBytes * ctx.rank();
+  codec.encode(send, nullptr, count, c.blockSize, mine, kernels::Lost{});
+  CollectiveContext wireCtx = ctx.withElementSize(wireElement);
+  FW_RETURN_IF_ERROR(plain(wireCtx, mine, wire, count));
+  for (int q = 0; q < n; ++q) codec.decode(wire + blockBytes * q, count, c.blockSize, ctx.at(recv, count * q));
+  return Status::ok();
+}
+
+}  // namespace fairway
