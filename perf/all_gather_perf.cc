@@ -19,7 +19,9 @@ const PerfCollective kAllGather{
     ownBlockOfRecv,
     nullptr,
     [](const PerfBuffers& b) {
-      return fwAllGather(b.send, b.recv, blockElements(b.count, b.nranks), b.datatype, b.comm, nullptr);
+      const size_t each = blockElements(b.count, b.nranks);
+      return b.compression ? fwAllGatherCompressed(b.send, b.recv, each, b.datatype, b.compression, b.comm, nullptr)
+                           : fwAllGather(b.send, b.recv, each, b.datatype, b.comm, nullptr);
     },
     [](const PerfBuffers& b, int seed) {
       check::fill(b.send, b.datatype, fwSum, b.rank, 0, blockElements(b.count, b.nranks), seed);
@@ -29,6 +31,7 @@ const PerfCollective kAllGather{
       check::fillGathered(expected, b.datatype, b.nranks, n, seed);
       return n * b.nranks;
     },
+    /*compresses=*/true,
 };
 
 }  // namespace

@@ -16,12 +16,17 @@ const PerfCollective kAllReduce{
     [](int n) { return 2.0 * (n - 1) / n; },
     [](const PerfBuffers& b) { return b.recv; },
     nullptr,
-    [](const PerfBuffers& b) { return fwAllReduce(b.send, b.recv, b.count, b.datatype, b.op, b.comm, nullptr); },
+    [](const PerfBuffers& b) {
+      return b.compression ? fwAllReduceCompressed(b.send, b.recv, b.count, b.datatype, b.op, b.compression, b.comm,
+                                                   nullptr)
+                           : fwAllReduce(b.send, b.recv, b.count, b.datatype, b.op, b.comm, nullptr);
+    },
     [](const PerfBuffers& b, int seed) { check::fill(b.send, b.datatype, b.op, b.rank, 0, b.count, seed); },
     [](const PerfBuffers& b, void* expected, int seed) {
       check::fillReduced(expected, b.datatype, b.op, b.nranks, 0, b.count, seed);
       return b.count;
     },
+    /*compresses=*/true,
 };
 
 }  // namespace

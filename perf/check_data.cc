@@ -102,6 +102,19 @@ size_t countWrongTyped(const void* actual, const void* expected, size_t count, d
   return wrong;
 }
 
+template <typename T>
+SquaredError squaredErrorTyped(const void* actual, const void* expected, size_t count) {
+  const T* a = static_cast<const T*>(actual);
+  const T* e = static_cast<const T*>(expected);
+  SquaredError s;
+  for (size_t i = 0; i < count; ++i) {
+    const double x = Storage<T>::to(a[i]), y = Storage<T>::to(e[i]);
+    s.error += (x - y) * (x - y);
+    s.reference += y * y;
+  }
+  return s;
+}
+
 template <template <typename> class F, typename... Args>
 auto dispatch(fwDataType_t datatype, Args&&... args) {
   switch (datatype) {
@@ -125,10 +138,17 @@ template <typename T> struct FillReduced {
 template <typename T> struct CountWrong {
   template <typename... A> static size_t run(A... a) { return countWrongTyped<T>(a...); }
 };
+template <typename T> struct SquaredErrorOf {
+  template <typename... A> static SquaredError run(A... a) { return squaredErrorTyped<T>(a...); }
+};
 
 }  // namespace
 
 size_t elementSize(fwDataType_t datatype) { return datatypeSize(datatype); }
+
+SquaredError squaredError(const void* actual, const void* expected, fwDataType_t datatype, size_t count) {
+  return dispatch<SquaredErrorOf>(datatype, actual, expected, count);
+}
 
 void fill(void* buf, fwDataType_t datatype, fwRedOp_t op, int rank, size_t firstIndex, size_t count, int seed) {
   dispatch<Fill>(datatype, buf, op, rank, firstIndex, count, seed);

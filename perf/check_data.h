@@ -29,6 +29,14 @@ void fillGathered(void* out, fwDataType_t datatype, int nranks, size_t each, int
 // 1e-12 double: avg's division is the only inexact step).
 size_t countWrong(const void* actual, const void* expected, fwDataType_t datatype, size_t count);
 
+// Squared differences of actual from expected, and squares of expected,
+// summed in double (a relative L2 error is sqrt(first / second)).
+struct SquaredError {
+  double error = 0;
+  double reference = 0;
+};
+SquaredError squaredError(const void* actual, const void* expected, fwDataType_t datatype, size_t count);
+
 // Makes element 0 of buf wrong in every datatype (flips its most
 // significant byte), for tests that the check catches a bad result.
 void corruptFirst(void* buf, fwDataType_t datatype);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,8 @@ struct Options {
   std::vector<fwRedOp_t> ops{fwSum};
   std::string jsonPath;   // -J: also write the results here as JSON
   Memory memory = Memory::Host;  // -m
+  fwCompression_t compression = FW_COMPRESSION_INITIALIZER;  // -q, -B
+  bool compressed() const { return compression.kind != fwCompressNone; }
 };
 
 // One row of the table, kept for -J.
@@ -48,6 +51,7 @@ struct Row {
   int root;
   double timeUs[2], algbw[2], busbw[2];  // [0] out-of-place, [1] in-place
   uint64_t wrong[2];
+  double error[2];  // -q: relative L2 error against the full-precision result
   bool hasInPlace;
   // What the summary averages: out-of-place and in-place, or out-of-place alone.
   double meanBusbw() const { return hasInPlace ? (busbw[0] + busbw[1]) / 2 : busbw[0]; }
@@ -68,6 +72,7 @@ uint64_t wrongValues(const std::vector<Row>& rows) {
 const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
 const fwDataType_t kTypeOrder[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64, fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+const char* kCompressionNames[] = {"none", "fp16", "bf16", "int8", "int4"};
 
 const char* typeName(fwDataType_t t) {
   for (size_t i = 0; i < 10; ++i) if (kTypeOrder[i] == t) return kTypeNames[i];
@@ -82,13 +87,16 @@ void usage(const char* argv0) {
                "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
                "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
                "  -J: write the rows and the summary as JSON to file.json (rank 0)\n"
-               "  -m: buffers in host memory (default) or on this rank's GPU (local rank mod GPUs)\n",
+               "  -m: buffers in host memory (default) or on this rank's GPU (local rank mod GPUs)\n"
+               "  -q none|fp16|bf16|int8|int4 [-B blocksize]: the compressed collective (allreduce, reduce-scatter;\n"
+               "     allgather: fp16, bf16) on float, half or bfloat16 data; busbw counts the uncompressed size and\n"
+               "     the #wrong columns show the relative L2 error against the full-precision result instead\n",
                argv0);
 }
 
 bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
   int c;
-  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:z:J:m:h")) != -1) {
+  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:z:J:m:q:B:h")) != -1) {
     bool ok = true;
     switch (c) {
       case 'b': ok = parseSize(optarg, &o->minBytes); break;
@@ -110,6 +118,17 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
         ok = !std::strcmp(optarg, "host") || !std::strcmp(optarg, "cuda");
         o->memory = !std::strcmp(optarg, "cuda") ? Memory::Cuda : Memory::Host;
         break;
+      case 'q': {
+        ok = false;
+        for (int i = 0; i < fwNumCompressions; ++i) {
+          if (std::strcmp(optarg, kCompressionNames[i]) == 0) {
+            o->compression.kind = static_cast<fwCompressKind_t>(i);
+            ok = true;
+          }
+        }
+        break;
+      }
+      case 'B': ok = parseInt(optarg, &o->compression.blockSize) && o->compression.blockSize > 0; break;
       case 'd': {
         o->types.clear();
         for (size_t i = 0; i < 10; ++i) {
@@ -138,6 +157,15 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
     return false;
   }
   if (!usesOp) o->ops = {fwSum};
+  if (o->compressed()) {
+    for (fwDataType_t t : o->types) {
+      if (t != fwFloat32 && t != fwFloat16 && t != fwBfloat16) {
+        std::fprintf(stderr, "%s: -q %s compresses float, half or bfloat16 data, not %s\n", argv[0],
+                     kCompressionNames[o->compression.kind], typeName(t));
+        return false;
+      }
+    }
+  }
   return optind == argc;
 }
 
@@ -154,6 +182,7 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
 struct Measurement {
   double timeUs = 0;
   uint64_t wrong = 0;
+  double error = 0;  // -q
 };
 
 class Sweep {
@@ -206,14 +235,16 @@ class Sweep {
         for (size_t bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = next(bytes)) {
           const size_t es = check::elementSize(type);
           size_t count = bytes / es;
-          PerfBuffers b{send_, recv_, count, type, op, o_.root, comm_, rank_, nranks_};
+          PerfBuffers b{send_, recv_, count, type, op, o_.root, comm_, rank_, nranks_,
+                        o_.compressed() ? &o_.compression : nullptr};
           Measurement out, in;
           const bool hasInPlace = c_.inPlaceSend != nullptr;
           if (!measure(b, false, &out) || (hasInPlace && !measure(b, true, &in))) return false;
           const double sizeBytes = static_cast<double>(count * es), factor = c_.busFactor(nranks_);
           const double algOut = sizeBytes / out.timeUs / 1e3, algIn = hasInPlace ? sizeBytes / in.timeUs / 1e3 : 0;
           rows_.push_back(Row{count * es, count, type, op, c_.usesRoot ? o_.root : -1, {out.timeUs, in.timeUs},
-                              {algOut, algIn}, {algOut * factor, algIn * factor}, {out.wrong, in.wrong}, hasInPlace});
+                              {algOut, algIn}, {algOut * factor, algIn * factor}, {out.wrong, in.wrong},
+                              {out.error, in.error}, hasInPlace});
           if (rank_ == 0) printRow(rows_.back());
           reportProgress(rows_.size(), total, start, &lastProgress);
           if (bytes == o_.maxBytes) break;
@@ -241,6 +272,8 @@ class Sweep {
     for (int p = 0; p < 2; ++p) {
       if (p == 1 && !r.hasInPlace) {
         std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+      } else if (o_.compressed()) {
+        std::printf("  %7.2f  %6.2f  %6.2f  %6.1e", r.timeUs[p], r.algbw[p], r.busbw[p], r.error[p]);
       } else {
         std::printf("  %7.2f  %6.2f  %6.2f  %6llu", r.timeUs[p], r.algbw[p], r.busbw[p],
                     static_cast<unsigned long long>(r.wrong[p]));
@@ -297,6 +330,15 @@ class Sweep {
       }
       size_t compare = c_.fillExpected(mirror, expected_, seed_);
       if (corruptForTest_ && compare > 0) check::corruptFirst(mirror.recv, b.datatype);
+      if (o_.compressed()) {
+        // Compression is lossy: its error against the exact result, over every rank's elements.
+        const check::SquaredError mine = check::squaredError(mirror.recv, expected_, b.datatype, compare);
+        double sums[2] = {mine.error, mine.reference}, total[2] = {0, 0};
+        FW_CHECK(fwAllReduce(sums, total, 2, fwFloat64, fwSum, comm_, nullptr));
+        m->error = total[1] > 0 ? std::sqrt(total[0] / total[1]) : std::sqrt(total[0]);
+        if (!std::isfinite(m->error)) m->wrong = compare;  // a NaN or Inf result fails the run
+        return true;
+      }
       uint64_t wrong = check::countWrong(mirror.recv, expected_, b.datatype, compare);
       FW_CHECK(fwAllReduce(&wrong, &m->wrong, 1, fwUint64, fwSum, comm_, nullptr));
     }
@@ -363,8 +405,10 @@ bool writeJson(const std::string& path, const PerfCollective& c, const Options& 
         std::fprintf(f, ", \"%s\": null", key);
         continue;
       }
-      std::fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %llu}",
+      std::fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %llu",
                    key, r.timeUs[p], r.algbw[p], r.busbw[p], static_cast<unsigned long long>(r.wrong[p]));
+      if (o.compressed()) std::fprintf(f, ", \"relative_l2_error\": %.6e", r.error[p]);
+      std::fprintf(f, "}");
     }
     std::fprintf(f, "}");
   }
@@ -380,6 +424,14 @@ void printHeader(const PerfCollective& c, const Options& o, int nranks) {
               o.stepFactor > 1 ? (std::to_string(o.stepFactor) + "(factor)").c_str()
                                : (std::to_string(o.stepBytes) + "(bytes)").c_str(),
               o.warmup, o.iters, o.check);
+  if (o.compressed()) {
+    std::printf("# compression: %s%s; busbw counts the uncompressed size; #wrong shows the relative L2 error "
+                "against the full-precision result\n#\n",
+                kCompressionNames[o.compression.kind],
+                o.compression.kind == fwCompressInt8 || o.compression.kind == fwCompressInt4
+                    ? (", blocks of " + std::to_string(o.compression.blockSize ? o.compression.blockSize : 256)).c_str()
+                    : "");
+  }
   std::printf("#%70s%42s\n", "out-of-place", "in-place");
   std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
               "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -394,6 +446,11 @@ int runPerf(int argc, char** argv, const PerfCollective& collective) {
   Options o;
   if (!parseOptions(argc, argv, collective.usesOp, &o)) {
     usage(argv[0]);
+    return 2;
+  }
+  if (o.compressed() && !collective.compresses) {
+    std::fprintf(stderr, "%s: -q: this collective has no compressed form (allreduce, reduce-scatter and allgather "
+                         "have)\n", collective.name);
     return 2;
   }
   std::string noDevice;

@@ -19,6 +19,8 @@ struct PerfBuffers {
   fwComm_t comm;
   int rank;
   int nranks;
+  // -q: the compressed call's descriptor (null: the plain collective).
+  const fwCompression_t* compression = nullptr;
 };
 
 struct PerfCollective {
@@ -42,6 +44,8 @@ struct PerfCollective {
   // Fills expected with what b.recv must hold afterwards; returns how many
   // elements of recv to compare (0 where this rank receives nothing).
   size_t (*fillExpected)(const PerfBuffers& b, void* expected, int seed);
+  // Whether run() takes -q (calls the compressed form when b.compression is set).
+  bool compresses = false;
 };
 
 // For the collectives whose count is nranks blocks (reduce-scatter's input,

@@ -20,7 +20,10 @@ const PerfCollective kReduceScatter{
     [](const PerfBuffers& b) { return b.recv; },
     ownBlockOfRecv,
     [](const PerfBuffers& b) {
-      return fwReduceScatter(b.send, b.recv, blockElements(b.count, b.nranks), b.datatype, b.op, b.comm, nullptr);
+      const size_t each = blockElements(b.count, b.nranks);
+      return b.compression ? fwReduceScatterCompressed(b.send, b.recv, each, b.datatype, b.op, b.compression, b.comm,
+                                                       nullptr)
+                           : fwReduceScatter(b.send, b.recv, each, b.datatype, b.op, b.comm, nullptr);
     },
     [](const PerfBuffers& b, int seed) {
       check::fill(b.send, b.datatype, b.op, b.rank, 0, blockElements(b.count, b.nranks) * b.nranks, seed);
@@ -30,6 +33,7 @@ const PerfCollective kReduceScatter{
       check::fillReduced(expected, b.datatype, b.op, b.nranks, b.rank * n, n, seed);
       return n;
     },
+    /*compresses=*/true,
 };
 
 }  // namespace

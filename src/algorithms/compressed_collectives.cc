@@ -97,7 +97,9 @@ class CompressedPipeline {
 
   Status run(CollectiveContext* node, CollectiveContext& rail) {
     node_ = node;
-    rail_ = &rail;
+    // The rail exchanges carry encoded bytes.
+    CollectiveContext railBytes = rail.withElementSize(1);
+    rail_ = &railBytes;
     const int n = ctx_.size();
     if (codec_.encode == nullptr || fromFloat_ == nullptr) {
       return Status(fwInternalError, "no compression kernels for this type reached the algorithm");

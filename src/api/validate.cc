@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "core/datatype.h"
 
@@ -127,7 +128,7 @@ Status validateCompression(const CollectiveArgs& a, int rank, int n) {
                        " (nothing reduces the blocks' error there)");
   }
   if (a.datatype != fwFloat32 && a.datatype != fwFloat16 && a.datatype != fwBfloat16) {
-    return unsupported(std::string(name) + " compression takes float32, float16 or bfloat16 data, not " +
+    return unsupported(std::string(name) + " compression takes fwFloat32, fwFloat16 or fwBfloat16 data, not " +
                        datatypeName(a.datatype));
   }
   if (reduces && a.op != fwSum && a.op != fwAvg) {
@@ -143,9 +144,12 @@ Status validateCompression(const CollectiveArgs& a, int rank, int n) {
     return Status(fwInvalidCount, "the residual of " + std::to_string(inputElements) +
                                       " float32 values overflows the address space");
   }
-  const char* rule = "the residual is its own buffer";
-  FW_RETURN_IF_ERROR(checkOverlap(c.residual, residualBytes, a.send, sendBytes, nullptr, rule));
-  FW_RETURN_IF_ERROR(checkOverlap(c.residual, residualBytes, a.recv, recvBytes, nullptr, rule));
+  for (const auto& [buffer, bytes, name] : {std::tuple{a.send, sendBytes, "sendbuff"},
+                                            std::tuple{static_cast<const void*>(a.recv), recvBytes, "recvbuff"}}) {
+    if (!checkOverlap(c.residual, residualBytes, buffer, bytes, nullptr, "").isOk()) {
+      return Status(fwInvalidArgument, std::string("the residual overlaps ") + name + " (it must be a buffer of its own)");
+    }
+  }
   return Status::ok();
 }
 

@@ -74,13 +74,4 @@ uint16_t floatToHalf(float value) {
   return static_cast<uint16_t>(sign | half);
 }
 
-float bfloat16ToFloat(uint16_t bits) { return bitsFloat(static_cast<uint32_t>(bits) << 16); }
-
-uint16_t floatToBfloat16(float value) {
-  uint32_t bits = floatBits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet nan
-  uint32_t roundingBias = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + roundingBias) >> 16);
-}
-
 }  // namespace fairway

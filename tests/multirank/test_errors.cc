@@ -263,6 +263,24 @@ TEST_F(Faults, MismatchedCountsAreDiagnosed) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// Ranks that compress differently (or one not at all) run different
+// collectives: diagnosed like any mismatch, never decoded as garbage.
+TEST_F(Faults, MismatchedCompressionIsDiagnosed) {
+  auto outcomes = runRanks(2, [](const RankContext& ctx) {
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    std::vector<float> a(1 << 16, 1.0f), b(1 << 16);
+    fwCompression_t c = FW_COMPRESSION_INITIALIZER;
+    c.kind = ctx.rank == 0 ? fwCompressInt8 : fwCompressFp16;
+    auto start = Clock::now();
+    fwResult_t r = fwAllReduceCompressed(a.data(), b.data(), a.size(), fwFloat32, fwSum, &c, comm, nullptr);
+    int failures = expectFailure(ctx, r, {fwCollectiveMismatch, fwRemoteError}, nullptr, start, kTimeoutMs);
+    fwCommAbort(comm);
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
 TEST_F(Faults, KilledRankIsNamedByEverySurvivor) {
   auto outcomes = runRanks(4, [](const RankContext& ctx) {
     fwComm_t comm;
