@@ -52,7 +52,9 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args)
     return impl->deviceCollective(args, stream);
   }
   FW_RETURN_IF_ERROR(validateHostStream(stream));
-  return impl->collective(args);
+  CollectiveArgs host = args;
+  impl->applyCompressionRules(&host);
+  return impl->collective(host);
 }
 
 fwResult_t blocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
@@ -88,6 +90,7 @@ fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, CollectiveArgs args,
   if (st.isOk()) st = prepare(comm, args, &impl);
   if (st.isOk()) st = rejectDeviceBuffers(impl, args);
   if (st.isOk()) st = checkCompressedMemory(impl, args, MemoryType::Host);
+  if (st.isOk()) impl->applyCompressionRules(&args);
   std::shared_ptr<AsyncOperation> operation;
   if (st.isOk()) st = impl->startCollective(args, &operation);
   if (st.isOk()) {

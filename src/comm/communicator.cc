@@ -267,6 +267,27 @@ Status Communicator::asyncError() {
   return device_ ? device_->asyncError() : Status::ok();
 }
 
+void Communicator::applyCompressionRules(CollectiveArgs* args) {
+  if (args->compression.active() || config_.compressionRules.empty()) return;
+  const auto rule = config_.compressionRules.find(collectiveName(args->kind));
+  if (rule == config_.compressionRules.end()) return;
+  const bool reduces = args->kind != CollectiveKind::AllGather;
+  const bool typeFits = args->datatype == fwFloat32 || args->datatype == fwFloat16 || args->datatype == fwBfloat16;
+  const bool opFits = !reduces || args->op == fwSum || args->op == fwAvg;
+  const size_t bytes = args->count * datatypeSize(args->datatype) *
+                       (args->kind == CollectiveKind::ReduceScatter ? static_cast<size_t>(size()) : 1);
+  if (!typeFits || !opFits || bytes < rule->second.minBytes) return;
+  args->compression = rule->second.compression;
+  const unsigned bit = 1u << static_cast<unsigned>(args->kind);
+  if (rank() == 0 && (compressionLogged_.fetch_or(bit) & bit) == 0) {
+    FW_LOG(Info, Algo, "FAIRWAY_COMPRESS: %s calls of %zu bytes and more on float, half or bfloat16 data%s run %s "
+           "compressed%s", collectiveName(args->kind), rule->second.minBytes, reduces ? " with sum or avg" : "",
+           compressionName(args->compression.kind),
+           args->compression.blockwise() ? (" (blocks of " + std::to_string(args->compression.blockSize) + ")").c_str()
+                                         : "");
+  }
+}
+
 Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
                              const Reserved& how) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());

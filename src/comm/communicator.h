@@ -41,6 +41,11 @@ class Communicator {
   // Queues it behind earlier collectives; *operation reports completion.
   Status startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation);
 
+  // FAIRWAY_COMPRESS: gives a validated plain call on host buffers the
+  // compression its rule names, when the call's type, op and size qualify
+  // (logged at INFO on rank 0, once per collective).
+  void applyCompressionRules(CollectiveArgs* args);
+
   // Where the buffers of a validated call live: host unless a CUDA runtime
   // says device. Mixing the two in one call is an error.
   Status memoryTypeOf(const CollectiveArgs& args, MemoryType* out);
@@ -125,6 +130,7 @@ class Communicator {
   Scratch scratch_;
   HostDataSpace hostSpace_{scratch_};
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
+  std::atomic<unsigned> compressionLogged_{0};  // collectives whose rule rank 0 has logged
   std::mutex pointToPointMutex_;
   std::vector<uint64_t> sentTo_;
   std::vector<uint64_t> receivedFrom_;

@@ -29,10 +29,8 @@ Status parseInteger(const VariableLookup& lookup, const char* name, int64_t minV
 }
 
 // A byte count: digits with an optional K, M or G suffix (powers of 1024),
-// as the perf binaries' -b and -e take them.
-Status parseBytes(const VariableLookup& lookup, const char* name, size_t minValue, size_t maxValue, size_t* out) {
-  const char* text = valueOf(lookup, name);
-  if (text == nullptr) return Status::ok();
+// as the perf binaries' -b and -e take them. name: what to blame.
+Status parseByteText(const std::string& name, const char* text, size_t minValue, size_t maxValue, size_t* out) {
   errno = 0;
   char* end = nullptr;
   unsigned long long value = std::strtoull(text, &end, 10);
@@ -46,18 +44,21 @@ Status parseBytes(const VariableLookup& lookup, const char* name, size_t minValu
     }
   }
   const bool overflows = shift > 0 && value > (~0ULL >> shift);
-  if (errno != 0 || end == text || *end != '\0' || *text == '-' || overflows) {
-    value = 0;  // reported below
-  } else {
-    value <<= shift;
-  }
-  if (value < minValue || value > maxValue) {
-    return Status(fwInvalidArgument, std::string(name) + "=" + text + " is not a byte count in [" +
+  const bool valid = !(errno != 0 || end == text || *end != '\0' || *text == '-' || overflows);
+  if (valid) value <<= shift;
+  if (!valid || value < minValue || value > maxValue) {
+    return Status(fwInvalidArgument, name + "=" + text + " is not a byte count in [" +
                                          std::to_string(minValue) + ", " + std::to_string(maxValue) +
                                          "] (digits, optionally followed by K, M or G)");
   }
   *out = static_cast<size_t>(value);
   return Status::ok();
+}
+
+Status parseBytes(const VariableLookup& lookup, const char* name, size_t minValue, size_t maxValue, size_t* out) {
+  const char* text = valueOf(lookup, name);
+  if (text == nullptr) return Status::ok();
+  return parseByteText(name, text, minValue, maxValue, out);
 }
 
 void readString(const VariableLookup& lookup, const char* name, std::string* out) {
@@ -94,6 +95,58 @@ Status parseAlgoOverrides(const VariableLookup& lookup, std::map<std::string, st
   return Status::ok();
 }
 
+// collective:kind[/block][:minbytes];... e.g. "allreduce:int8:1M;allgather:bf16".
+Status parseCompressionRules(const VariableLookup& lookup, std::map<std::string, CompressionRule>* out) {
+  const char* text = valueOf(lookup, "FAIRWAY_COMPRESS");
+  if (text == nullptr) return Status::ok();
+  const std::string variable = std::string("FAIRWAY_COMPRESS=") + text;
+  for (const std::string& item : splitString(text, ';')) {
+    const std::vector<std::string> fields = splitString(item, ':');
+    if (fields.size() < 2 || fields.size() > 3) {
+      return Status(fwInvalidArgument, variable + ": item '" + item + "' is not collective:kind[/block][:minbytes]");
+    }
+    const std::string collective = trim(fields[0]);
+    if (collective != "allreduce" && collective != "reducescatter" && collective != "allgather") {
+      return Status(fwInvalidArgument, variable + ": '" + collective +
+                                           "' has no compressed form (allreduce, reducescatter, allgather)");
+    }
+    std::string kind = trim(fields[1]);
+    CompressionRule rule;
+    const size_t slash = kind.find('/');
+    if (slash != std::string::npos) {
+      errno = 0;
+      char* end = nullptr;
+      const long block = std::strtol(kind.c_str() + slash + 1, &end, 10);
+      if (errno != 0 || *end != '\0' || block < 32 || block > 4096 || (block & (block - 1)) != 0) {
+        return Status(fwInvalidArgument, variable + ": block size in '" + kind +
+                                             "' is not a power of two from 32 to 4096");
+      }
+      rule.compression.blockSize = static_cast<int>(block);
+      kind = kind.substr(0, slash);
+    }
+    bool known = false;
+    for (int k = fwCompressFp16; k < fwNumCompressions; ++k) {
+      if (kind == compressionName(static_cast<fwCompressKind_t>(k))) {
+        rule.compression.kind = static_cast<fwCompressKind_t>(k);
+        known = true;
+      }
+    }
+    if (!known) return Status(fwInvalidArgument, variable + ": '" + kind + "' is not one of fp16|bf16|int8|int4");
+    if (collective == "allgather" && rule.compression.blockwise()) {
+      return Status(fwInvalidArgument, variable + ": allgather compresses with fp16 or bf16 only");
+    }
+    if (slash != std::string::npos && !rule.compression.blockwise()) {
+      return Status(fwInvalidArgument, variable + ": '" + kind + "' has no block size");
+    }
+    if (fields.size() == 3) {
+      FW_RETURN_IF_ERROR(parseByteText(variable + ": minimum size", trim(fields[2]).c_str(), 0,
+                                       size_t{1} << 50, &rule.minBytes));
+    }
+    (*out)[collective] = rule;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status Config::fromEnvironment(Config* out) {
@@ -107,6 +160,7 @@ Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
   FW_RETURN_IF_ERROR(parseTransport(lookup, "FAIRWAY_INTRA_TRANSPORT", &c.intraTransport));
   FW_RETURN_IF_ERROR(parseTransport(lookup, "FAIRWAY_INTER_TRANSPORT", &c.interTransport));
   FW_RETURN_IF_ERROR(parseAlgoOverrides(lookup, &c.algoOverrides));
+  FW_RETURN_IF_ERROR(parseCompressionRules(lookup, &c.compressionRules));
   readString(lookup, "FAIRWAY_SOCKET_IFNAME", &c.socketIfname);
   readString(lookup, "FAIRWAY_COMM_ID", &c.commId);
   readString(lookup, "FAIRWAY_JOB_SECRET", &c.jobSecret);

@@ -12,9 +12,16 @@
 
 #include "algorithms/link_model.h"
 #include "algorithms/pipeline_settings.h"
+#include "core/compression.h"
 #include "core/status.h"
 
 namespace fairway {
+
+// FAIRWAY_COMPRESS: plain calls of a collective compressed from a size on.
+struct CompressionRule {
+  Compression compression;  // kind and block size (no residual)
+  size_t minBytes = 0;      // the call's size as the selector counts it
+};
 
 // A variable's value by name, nullptr when unset: getenv, or a table in tests.
 using VariableLookup = std::function<const char*(const char*)>;
@@ -25,6 +32,7 @@ struct Config {
   std::string intraTransport = "auto"; // FAIRWAY_INTRA_TRANSPORT: auto|ucx|nccl, inside a node
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes
   std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
+  std::map<std::string, CompressionRule> compressionRules;  // FAIRWAY_COMPRESS: collective -> rule
   std::string socketIfname;            // FAIRWAY_SOCKET_IFNAME
   std::string commId;                  // FAIRWAY_COMM_ID: host:port of the bootstrap root
   std::string jobSecret;               // FAIRWAY_JOB_SECRET

@@ -426,6 +426,35 @@ INSTANTIATE_TEST_SUITE_P(AllLayouts, CompressionLayouts,
                                                                                                    : "_flat");
                          });
 
+// ---- FAIRWAY_COMPRESS: unmodified programs ----
+
+TEST(Compression, EnvironmentCompressesQualifyingPlainCalls) {
+  expectAllSucceeded(runRanks(4, [](const RankContext& ctx) {
+    int failures = 0;
+    setenv("FAIRWAY_COMPRESS", "allreduce:int8:64K;allgather:bf16", 1);
+    fwComm_t comm = initComm(ctx);
+    if (comm == nullptr) return 1;
+    auto error = [&](size_t count) {
+      std::vector<float> in = inputOf(gaussianAt, 4, ctx.rank, count), out(count);
+      std::vector<double> ref(count);
+      for (size_t i = 0; i < count; ++i) ref[i] = exactSum(gaussianAt, 4, ctx.nranks, i);
+      if (fwAllReduce(in.data(), out.data(), count, fwFloat32, fwSum, comm, nullptr) != fwSuccess) return -1.0;
+      return relativeL2(out, ref);
+    };
+    const double large = error(1 << 16), small = error(1000);
+    RANK_CHECK(ctx, large > 1e-4 && large < 0.015, "256 KiB allreduce error " + std::to_string(large));
+    RANK_CHECK(ctx, small >= 0 && small < 1e-6, "4 KB allreduce (below the minimum) error " + std::to_string(small));
+    std::vector<int32_t> ints(1 << 16, ctx.rank + 1), sums(1 << 16);
+    RANK_CHECK(ctx, fwAllReduce(ints.data(), sums.data(), ints.size(), fwInt32, fwSum, comm, nullptr) == fwSuccess &&
+                        sums[123] == 10, "int32 allreduce stays exact");
+    std::vector<float> mine(100, 1.f / 3), all(100 * ctx.nranks);
+    RANK_CHECK(ctx, fwAllGather(mine.data(), all.data(), 100, fwFloat32, comm, nullptr) == fwSuccess &&
+                        all[250] == roundToBf16(1.f / 3) && all[250] != 1.f / 3, "allgather carries bf16");
+    fwCommDestroy(comm);
+    return failures;
+  }));
+}
+
 // ---- refusals ----
 
 struct Refusal {

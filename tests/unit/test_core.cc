@@ -196,7 +196,7 @@ class ConfigEnv : public ::testing::Test {
  protected:
   void TearDown() override {
     for (const char* v : {"FAIRWAY_TIMEOUT_MS", "FAIRWAY_TRANSPORT", "FAIRWAY_ALGO", "FAIRWAY_SEGMENT_BYTES",
-                          "FAIRWAY_PIPELINE_DEPTH", "FAIRWAY_SLICE_BYTES"}) {
+                          "FAIRWAY_PIPELINE_DEPTH", "FAIRWAY_SLICE_BYTES", "FAIRWAY_COMPRESS"}) {
       unsetenv(v);
     }
   }
@@ -217,6 +217,26 @@ TEST_F(ConfigEnv, DefaultsAndOverrides) {
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.pipeline.sliceBytes, size_t{2} << 20);
   EXPECT_EQ(c.pipeline.segmentBytes, size_t{65536});
+}
+
+TEST_F(ConfigEnv, CompressionRules) {
+  Config c;
+  setenv("FAIRWAY_COMPRESS", "allreduce:int4/128:1M; reducescatter:int8 ;allgather:bf16:64K", 1);
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk()) << Config::fromEnvironment(&c).message();
+  ASSERT_EQ(c.compressionRules.size(), 3u);
+  EXPECT_EQ(c.compressionRules.at("allreduce").compression.kind, fwCompressInt4);
+  EXPECT_EQ(c.compressionRules.at("allreduce").compression.blockSize, 128);
+  EXPECT_EQ(c.compressionRules.at("allreduce").minBytes, size_t{1} << 20);
+  EXPECT_EQ(c.compressionRules.at("reducescatter").compression.blockSize, 256);
+  EXPECT_EQ(c.compressionRules.at("reducescatter").minBytes, 0u);
+  EXPECT_EQ(c.compressionRules.at("allgather").compression.kind, fwCompressBf16);
+  for (const char* bad : {"allreduce", "broadcast:fp16", "allreduce:int9", "allgather:int8", "allreduce:int8/100",
+                          "allreduce:fp16/256", "allreduce:int8:lots", "allreduce:int8:1M:2"}) {
+    setenv("FAIRWAY_COMPRESS", bad, 1);
+    const Status st = Config::fromEnvironment(&c);
+    EXPECT_EQ(st.code(), fwInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("FAIRWAY_COMPRESS"), std::string::npos) << st.message();
+  }
 }
 
 TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {
