@@ -58,13 +58,14 @@ class Mlp(torch.nn.Module):
         return self.net(x)
 
 
-def _train(group, hook, steps, rank):
+def train(group, hook, steps, rank, state=None):
+    """A small MLP under DDP on `group` with `hook` (state: the group unless given)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(0)
     model = DDP(Mlp(), process_group=group, bucket_cap_mb=0.01)  # several buckets
     if hook is not None:
-        model.register_comm_hook(group, hook)
+        model.register_comm_hook(group if state is None else state, hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     data = torch.Generator().manual_seed(100 + rank)
     for _ in range(steps):
@@ -91,8 +92,8 @@ def ddp_hooks_match_gloo(rank, world):
     }
     worst = {}
     for name, (ours, torchs) in pairs.items():
-        got = _train(fairway_group, ours, 20, rank)
-        want = _train(gloo, torchs, 20, rank)
+        got = train(fairway_group, ours, 20, rank)
+        want = train(gloo, torchs, 20, rank)
         diff = max((a - b).abs().max().item() for a, b in zip(got, want))
         worst[name] = diff
         tolerance = 1e-5 if name in ("none", "allreduce_hook") else 1e-3

@@ -569,6 +569,65 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor&
                         [input]() {} /* alive until done */, "reduce_scatter_tensor", opts.asyncOp);
 }
 
+namespace {
+
+// The descriptor of a compressed call; residual (if defined) must match the input.
+fwCompression_t compressionOf(fwCompressKind_t kind, int blockSize, const at::Tensor& residual,
+                              const at::Tensor& input, const char* what) {
+  fwCompression_t c = FW_COMPRESSION_INITIALIZER;
+  c.kind = kind;
+  c.blockSize = blockSize;
+  if (residual.defined()) {
+    TORCH_CHECK_VALUE(residual.scalar_type() == at::kFloat && residual.is_contiguous(), "fairway: ", what,
+                      ": the residual must be a contiguous float32 tensor, not ", residual.scalar_type());
+    TORCH_CHECK_VALUE(residual.numel() == input.numel(), "fairway: ", what, ": the residual has ", residual.numel(),
+                      " elements, the input ", input.numel());
+    TORCH_CHECK_VALUE(residual.device() == input.device(), "fairway: ", what, ": the residual is on ",
+                      residual.device(), ", the input on ", input.device());
+    c.residual = residual.data_ptr<float>();
+  }
+  return c;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduceCompressed(at::Tensor& tensor, fwCompressKind_t kind,
+                                                                   int blockSize, const at::Tensor& residual,
+                                                                   bool average, bool asyncOp) {
+  checkTensor(tensor, "all_reduce_compressed");
+  const fwCompression_t c = compressionOf(kind, blockSize, residual, tensor, "all_reduce_compressed");
+  const fwRedOp_t op = average ? fwAvg : fwSum;
+  const at::Tensor& t = tensor;
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallReduceCompressed(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, &c, comm_, r)
+             : fwAllReduceCompressed(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, &c, comm_, s);
+  };
+  return launch(c10d::OpType::ALLREDUCE, t, std::vector<at::Tensor>{t}, call, [residual]() {} /* alive until done */,
+                "all_reduce_compressed", asyncOp);
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::reduceScatterCompressed(at::Tensor& output, at::Tensor& input,
+                                                                       fwCompressKind_t kind, int blockSize,
+                                                                       const at::Tensor& residual, bool average,
+                                                                       bool asyncOp) {
+  const char* what = "reduce_scatter_compressed";
+  checkTensor(input, what);
+  checkTensor(output, what);
+  checkSame(input, output, what);
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(), "fairway: ", what, ": input has ", input.numel(),
+                    " elements, not ", getSize(), " x ", output.numel());
+  const fwCompression_t c = compressionOf(kind, blockSize, residual, input, what);
+  const fwRedOp_t op = average ? fwAvg : fwSum;
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIreduceScatterCompressed(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, &c,
+                                          comm_, r)
+             : fwReduceScatterCompressed(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, &c,
+                                         comm_, s);
+  };
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
+                [input, residual]() {} /* alive until done */, what, asyncOp);
+}
+
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                               std::vector<std::vector<at::Tensor>>& inputs,
                                                               const c10d::ReduceScatterOptions& opts) {

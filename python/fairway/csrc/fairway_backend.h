@@ -110,6 +110,17 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // Compressed allreduce (in place) and reduce-scatter (fwAllReduceCompressed,
+  // fwReduceScatterCompressed) of float32, float16 or bfloat16 tensors, sum
+  // or average; residual: an error-feedback buffer (float32, one element
+  // per input element) or undefined. Not part of c10d's interface: reached
+  // through fairway.torch.compression.
+  c10::intrusive_ptr<c10d::Work> allreduceCompressed(at::Tensor& tensor, fwCompressKind_t kind, int blockSize,
+                                                     const at::Tensor& residual, bool average, bool asyncOp);
+  c10::intrusive_ptr<c10d::Work> reduceScatterCompressed(at::Tensor& output, at::Tensor& input, fwCompressKind_t kind,
+                                                         int blockSize, const at::Tensor& residual, bool average,
+                                                         bool asyncOp);
+
   // split_group: every rank of this group calls it; `ranks` are group ranks.
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,

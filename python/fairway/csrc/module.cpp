@@ -26,11 +26,37 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>())
       .def("perform_nocolor_split", [](FairwayBackend& self, py::object) { self.performNocolorSplit(); },
            py::arg("device") = py::none())
-      .def("comm_handle", [](FairwayBackend& self) { return reinterpret_cast<uintptr_t>(self.comm()); });
+      .def("comm_handle", [](FairwayBackend& self) { return reinterpret_cast<uintptr_t>(self.comm()); })
+      .def("allreduce_compressed",
+           [](FairwayBackend& self, at::Tensor tensor, int kind, int blockSize, std::optional<at::Tensor> residual,
+              bool average, bool asyncOp) {
+             return self.allreduceCompressed(tensor, static_cast<fwCompressKind_t>(kind), blockSize,
+                                             residual.value_or(at::Tensor()), average, asyncOp);
+           },
+           py::arg("tensor"), py::arg("kind"), py::arg("block_size"), py::arg("residual"), py::arg("average"),
+           py::arg("async_op"), py::call_guard<py::gil_scoped_release>())
+      .def("reduce_scatter_compressed",
+           [](FairwayBackend& self, at::Tensor output, at::Tensor input, int kind, int blockSize,
+              std::optional<at::Tensor> residual, bool average, bool asyncOp) {
+             return self.reduceScatterCompressed(output, input, static_cast<fwCompressKind_t>(kind), blockSize,
+                                                 residual.value_or(at::Tensor()), average, asyncOp);
+           },
+           py::arg("output"), py::arg("input"), py::arg("kind"), py::arg("block_size"), py::arg("residual"),
+           py::arg("average"), py::arg("async_op"), py::call_guard<py::gil_scoped_release>());
   m.def("version", [] {
     int version = 0;
     fwGetVersion(&version);
     return version;
   });
   m.def("nocolor", [] { return FAIRWAY_SPLIT_NOCOLOR; });
+  // The wire formats of fairway.h's fwCompressKind_t, by the names the C API's docs use.
+  m.def("compression_kinds", [] {
+    py::dict kinds;
+    kinds["none"] = static_cast<int>(fwCompressNone);
+    kinds["fp16"] = static_cast<int>(fwCompressFp16);
+    kinds["bf16"] = static_cast<int>(fwCompressBf16);
+    kinds["int8"] = static_cast<int>(fwCompressInt8);
+    kinds["int4"] = static_cast<int>(fwCompressInt4);
+    return kinds;
+  });
 }

@@ -4,7 +4,10 @@
 
 Each averages the bucket's gradients over the group: allreduce_hook in the
 gradients' own type, the compress hooks in float16 or bfloat16 on the wire,
-written back in the bucket's type.
+written back in the bucket's type. int8_compress_hook sends int8 blocks
+with error feedback and takes an ErrorFeedbackState as its state:
+
+    ddp_model.register_comm_hook(ErrorFeedbackState(group), int8_compress_hook)
 """
 import torch
 import torch.distributed as dist
@@ -46,4 +49,40 @@ def bf16_compress_hook(process_group, bucket):
     return _compress_hook(torch.bfloat16, process_group, bucket)
 
 
-__all__ = ["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"]
+class ErrorFeedbackState:
+    """int8_compress_hook's state: the group, the wire format, and one
+    residual per DDP bucket (float32, what earlier rounds' quantization lost,
+    sent with the next round's gradients)."""
+
+    def __init__(self, process_group=None, compression="int8", block_size=256):
+        self.process_group = process_group
+        self.compression = compression
+        self.block_size = block_size
+        self.residuals = {}
+
+    def residual_for(self, index, buffer):
+        residual = self.residuals.get(index)
+        if residual is None or residual.numel() != buffer.numel() or residual.device != buffer.device:
+            # New, or DDP rebuilt its buckets: what was owed to the old layout is dropped.
+            residual = torch.zeros(buffer.numel(), dtype=torch.float32, device=buffer.device)
+            self.residuals[index] = residual
+        return residual
+
+
+def int8_compress_hook(state, bucket):
+    """The bucket's average over the group, crossing the wire as int8 blocks
+    (one quantization of each rank's gradients, one of the reduced shard)
+    with error feedback: what quantization loses in one step is added to the
+    next step's gradients, so nothing is lost for good. Every rank ends with
+    the same averaged gradients."""
+    from fairway.torch.compression import all_reduce_compressed
+
+    buffer = bucket.buffer()
+    residual = state.residual_for(bucket.index(), buffer)
+    work = all_reduce_compressed(buffer, state.compression, dist.ReduceOp.AVG, _group(state.process_group),
+                                 state.block_size, residual, async_op=True)
+    return work.get_future().then(lambda future: buffer)
+
+
+__all__ = ["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "ErrorFeedbackState",
+           "int8_compress_hook"]
