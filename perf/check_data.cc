@@ -27,6 +27,8 @@ template <typename T> struct Storage {
 };
 struct Half { uint16_t bits; };
 struct Bf16 { uint16_t bits; };
+struct Fp8E4m3 { uint8_t bits; };
+struct Fp8E5m2 { uint8_t bits; };
 template <> struct Storage<Half> {
   static Half from(double v) { return Half{floatToHalf(static_cast<float>(v))}; }
   static double to(Half v) { return halfToFloat(v.bits); }
@@ -36,18 +38,37 @@ template <> struct Storage<Bf16> {
   static double to(Bf16 v) { return bfloat16ToFloat(v.bits); }
 };
 
+template <> struct Storage<Fp8E4m3> {
+  static Fp8E4m3 from(double v) { return Fp8E4m3{floatToFloat8e4m3(static_cast<float>(v))}; }
+  static double to(Fp8E4m3 v) { return float8e4m3ToFloat(v.bits); }
+};
+template <> struct Storage<Fp8E5m2> {
+  static Fp8E5m2 from(double v) { return Fp8E5m2{floatToFloat8e5m2(static_cast<float>(v))}; }
+  static double to(Fp8E5m2 v) { return float8e5m2ToFloat(v.bits); }
+};
+
 template <typename T>
 constexpr bool kIsInteger = std::is_integral_v<T>;
+template <typename T>
+constexpr bool kIsFp8 = std::is_same_v<T, Fp8E4m3> || std::is_same_v<T, Fp8E5m2>;
+
+// What rank contributes in type T: 8-bit floats hold every integer only up
+// to 8 (e5m2), so their sums add 0s and 1s, exact up to 8 ranks.
+template <typename T>
+int64_t valueOf(fwRedOp_t op, int rank, size_t index, int seed) {
+  const int64_t v = inputValue(op, rank, index, seed);
+  return kIsFp8<T> && (op == fwSum || op == fwAvg) ? v % 2 : v;
+}
 
 // Integer types combine with the type's own wrap-around; floats in double
 // (exact for these inputs) and round once.
 template <typename T>
 T reduceAcrossRanks(fwRedOp_t op, int nranks, size_t index, int seed) {
   if constexpr (kIsInteger<T>) {
-    T acc = static_cast<T>(inputValue(op, 0, index, seed));
-    int64_t sum = inputValue(op, 0, index, seed);
+    T acc = static_cast<T>(valueOf<T>(op, 0, index, seed));
+    int64_t sum = valueOf<T>(op, 0, index, seed);
     for (int r = 1; r < nranks; ++r) {
-      T v = static_cast<T>(inputValue(op, r, index, seed));
+      T v = static_cast<T>(valueOf<T>(op, r, index, seed));
       sum += v;
       switch (op) {
         case fwSum: case fwAvg: acc = static_cast<T>(acc + v); break;
@@ -62,9 +83,9 @@ T reduceAcrossRanks(fwRedOp_t op, int nranks, size_t index, int seed) {
     }
     return op == fwAvg ? static_cast<T>(static_cast<T>(sum) / static_cast<T>(nranks)) : acc;
   } else {
-    double acc = static_cast<double>(inputValue(op, 0, index, seed));
+    double acc = static_cast<double>(valueOf<T>(op, 0, index, seed));
     for (int r = 1; r < nranks; ++r) {
-      double v = static_cast<double>(inputValue(op, r, index, seed));
+      double v = static_cast<double>(valueOf<T>(op, r, index, seed));
       switch (op) {
         case fwSum: case fwAvg: acc += v; break;
         case fwProd: acc *= v; break;
@@ -80,7 +101,7 @@ T reduceAcrossRanks(fwRedOp_t op, int nranks, size_t index, int seed) {
 template <typename T>
 void fillTyped(void* buf, fwRedOp_t op, int rank, size_t first, size_t count, int seed) {
   T* out = static_cast<T*>(buf);
-  for (size_t i = 0; i < count; ++i) out[i] = Storage<T>::from(static_cast<double>(inputValue(op, rank, first + i, seed)));
+  for (size_t i = 0; i < count; ++i) out[i] = Storage<T>::from(static_cast<double>(valueOf<T>(op, rank, first + i, seed)));
 }
 
 template <typename T>
@@ -127,6 +148,8 @@ auto dispatch(fwDataType_t datatype, Args&&... args) {
     case fwFloat16: return F<Half>::run(args...);
     case fwBfloat16: return F<Bf16>::run(args...);
     case fwFloat32: return F<float>::run(args...);
+    case fwFloat8e4m3: return F<Fp8E4m3>::run(args...);
+    case fwFloat8e5m2: return F<Fp8E5m2>::run(args...);
     default: return F<double>::run(args...);
   }
 }
@@ -160,7 +183,9 @@ void fillReduced(void* out, fwDataType_t datatype, fwRedOp_t op, int nranks, siz
 }
 
 size_t countWrong(const void* actual, const void* expected, fwDataType_t datatype, size_t count) {
-  double tolerance = (datatype == fwFloat16 || datatype == fwBfloat16) ? 1e-2 : datatype == fwFloat32 ? 1e-5 : 1e-12;
+  const bool narrow = datatype == fwFloat16 || datatype == fwBfloat16 || datatype == fwFloat8e4m3 ||
+                      datatype == fwFloat8e5m2;
+  double tolerance = narrow ? 1e-2 : datatype == fwFloat32 ? 1e-5 : 1e-12;
   return dispatch<CountWrong>(datatype, actual, expected, count, tolerance);
 }
 

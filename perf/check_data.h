@@ -25,8 +25,8 @@ void fillReduced(void* out, fwDataType_t datatype, fwRedOp_t op, int nranks, siz
 void fillGathered(void* out, fwDataType_t datatype, int nranks, size_t each, int seed);
 
 // Elements of actual that differ from expected: exactly for integers,
-// within a relative tolerance for floats (1e-2 half/bfloat16, 1e-5 float,
-// 1e-12 double: avg's division is the only inexact step).
+// within a relative tolerance for floats (1e-2 half, bfloat16 and the fp8
+// types, 1e-5 float, 1e-12 double: avg's division is the only inexact step).
 size_t countWrong(const void* actual, const void* expected, fwDataType_t datatype, size_t count);
 
 // Squared differences of actual from expected, and squares of expected,

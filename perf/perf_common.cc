@@ -69,13 +69,16 @@ uint64_t wrongValues(const std::vector<Row>& rows) {
   return wrong;
 }
 
-const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
-const fwDataType_t kTypeOrder[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64, fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
+const char* kTypeNames[] = {"int8",  "uint8",  "int32",      "uint32",    "int64", "uint64",
+                            "half",  "bfloat16", "float",     "double",    "float8e4m3", "float8e5m2"};
+const fwDataType_t kTypeOrder[] = {fwInt8,    fwUint8,    fwInt32,   fwUint32,  fwInt64,      fwUint64,
+                                   fwFloat16, fwBfloat16, fwFloat32, fwFloat64, fwFloat8e4m3, fwFloat8e5m2};
+constexpr size_t kTypeCount = sizeof(kTypeOrder) / sizeof(kTypeOrder[0]);
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
 const char* kCompressionNames[] = {"none", "fp16", "bf16", "int8", "int4"};
 
 const char* typeName(fwDataType_t t) {
-  for (size_t i = 0; i < 10; ++i) if (kTypeOrder[i] == t) return kTypeNames[i];
+  for (size_t i = 0; i < kTypeCount; ++i) if (kTypeOrder[i] == t) return kTypeNames[i];
   return "?";
 }
 
@@ -83,7 +86,8 @@ void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
                "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json] [-m host|cuda]\n"
-               "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double; ops: sum prod max min avg\n"
+               "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double float8e4m3 float8e5m2;\n"
+               "  ops: sum prod max min avg\n"
                "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
                "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
                "  -J: write the rows and the summary as JSON to file.json (rank 0)\n"
@@ -131,7 +135,7 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
       case 'B': ok = parseInt(optarg, &o->compression.blockSize) && o->compression.blockSize > 0; break;
       case 'd': {
         o->types.clear();
-        for (size_t i = 0; i < 10; ++i) {
+        for (size_t i = 0; i < kTypeCount; ++i) {
           if (std::strcmp(optarg, "all") == 0 || std::strcmp(optarg, kTypeNames[i]) == 0) o->types.push_back(kTypeOrder[i]);
         }
         ok = !o->types.empty();

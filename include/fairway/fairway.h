@@ -77,7 +77,12 @@ typedef enum FAIRWAY_ENUM_BASE {
   fwInt64 = 4, fwUint64 = 5,
   fwFloat16 = 6, fwBfloat16 = 7,
   fwFloat32 = 8, fwFloat64 = 9,
-  fwNumTypes = 10
+  /* 8-bit floats as NCCL 2.24 has them: e4m3 (the "fn" variant: no
+   * infinities, max 448) and e5m2 (max 57344). Reductions compute in
+   * float32 and round to nearest even, saturating to the largest finite
+   * value; NaN stays NaN. */
+  fwFloat8e4m3 = 10, fwFloat8e5m2 = 11,
+  fwNumTypes = 12
 } fwDataType_t;
 
 typedef enum FAIRWAY_ENUM_BASE {

@@ -158,7 +158,7 @@ def bad_input(rank, world):
         raise AssertionError(f"{name}: no error")
 
     expect("non-contiguous", (ValueError,), lambda: dist.all_reduce(torch.ones(4, 4).t()))
-    expect("fp8 dtype", (ValueError,), lambda: dist.all_reduce(torch.ones(4).to(torch.float8_e4m3fn)))
+    expect("int16 dtype", (ValueError,), lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)))
     expect("uint16 dtype", (ValueError,), lambda: dist.all_reduce(torch.ones(4, dtype=torch.uint16)))
     expect("output size", (ValueError,),
            lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(2)))
@@ -189,3 +189,29 @@ def interleaved_with_gloo(rank, world):
             dist.all_reduce(flag, group=gloo)
         assert torch.all(x == float(world) ** 10)
     return True
+
+
+def fp8_dtypes(rank, world):
+    """float8_e4m3fn and float8_e5m2 through allreduce (sum of values whose
+    sums both formats hold exactly, and max), all_gather and broadcast."""
+    checked = 0
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        def values(r):
+            g = torch.Generator().manual_seed(31 * r + 7)
+            return (torch.randint(0, 3, (1000,), generator=g).float() * 0.5)
+
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            tensor = values(rank).to(dtype)
+            dist.all_reduce(tensor, op=op)
+            stack = torch.stack([values(r) for r in range(world)])
+            want = (stack.sum(0) if op == dist.ReduceOp.SUM else stack.max(0).values).to(dtype)
+            assert torch.equal(tensor.float(), want.float()), f"{dtype} {op}"
+            checked += 1
+        gathered = torch.empty(1000 * world, dtype=dtype)
+        dist.all_gather_into_tensor(gathered, values(rank).to(dtype))
+        assert torch.equal(gathered.float(), torch.cat([values(r) for r in range(world)]).to(dtype).float()), dtype
+        tensor = values(rank).to(dtype)
+        dist.broadcast(tensor, src=world - 1)
+        assert torch.equal(tensor.float(), values(world - 1).to(dtype).float()), dtype
+        checked += 2
+    return checked

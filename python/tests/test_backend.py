@@ -49,10 +49,14 @@ def test_killed_peer_makes_every_survivor_raise_within_the_timeout():
         assert "rank 2" in message, message
 
 
+def test_fp8_dtypes():
+    assert run_ranks(3, rank_features.fp8_dtypes)[0] == 8
+
+
 def test_bad_input_raises_with_a_message():
     errors = run_ranks(2, rank_features.bad_input)[0]
     assert "contiguous" in errors["non-contiguous"]
-    assert "not supported" in errors["fp8 dtype"]
+    assert "not supported" in errors["int16 dtype"]
     assert "elements" in errors["output size"]
     assert "bitwise" in errors["bitwise on float"].lower() or "band" in errors["bitwise on float"].lower(), errors
 

@@ -1,7 +1,9 @@
 #include "core/datatype.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace fairway {
 
@@ -10,7 +12,7 @@ bool isValidOp(int op) { return op >= 0 && op < fwNumOps; }
 
 size_t datatypeSize(fwDataType_t datatype) {
   switch (datatype) {
-    case fwInt8: case fwUint8: return 1;
+    case fwInt8: case fwUint8: case fwFloat8e4m3: case fwFloat8e5m2: return 1;
     case fwFloat16: case fwBfloat16: return 2;
     case fwInt32: case fwUint32: case fwFloat32: return 4;
     case fwInt64: case fwUint64: case fwFloat64: return 8;
@@ -20,7 +22,7 @@ size_t datatypeSize(fwDataType_t datatype) {
 
 const char* datatypeName(fwDataType_t datatype) {
   static const char* kNames[] = {"int8", "uint8", "int32", "uint32", "int64",
-                                 "uint64", "half", "bfloat16", "float", "double"};
+                                 "uint64", "half", "bfloat16", "float", "double", "float8e4m3", "float8e5m2"};
   return isValidDatatype(datatype) ? kNames[datatype] : "invalid";
 }
 

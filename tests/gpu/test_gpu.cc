@@ -201,6 +201,8 @@ size_t firstDifference(fwDataType_t type, const uint8_t* got, const uint8_t* exp
       case fwBfloat16: { uint16_t h; std::memcpy(&h, p, 2); return std::isnan(bfloat16ToFloat(h)); }
       case fwFloat32: { float f; std::memcpy(&f, p, 4); return std::isnan(f); }
       case fwFloat64: { double d; std::memcpy(&d, p, 8); return std::isnan(d); }
+      case fwFloat8e4m3: return std::isnan(float8e4m3ToFloat(*p));
+      case fwFloat8e5m2: return std::isnan(float8e5m2ToFloat(*p));
       default: return false;
     }
   };
@@ -229,8 +231,8 @@ TEST(Gpu, DeviceReductionsMatchTheHostLoops) {
     if (!device) return failures;
     constexpr size_t kCount = 100003;
     std::mt19937_64 random(42);
-    const fwDataType_t types[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64,
-                                  fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
+    const fwDataType_t types[] = {fwInt8,    fwUint8,    fwInt32,   fwUint32,  fwInt64,      fwUint64,
+                                  fwFloat16, fwBfloat16, fwFloat32, fwFloat64, fwFloat8e4m3, fwFloat8e5m2};
     const fwRedOp_t ops[] = {fwSum, fwProd, fwMax, fwMin, fwAvg, fwBand, fwBor, fwBxor};
     void* stream = nullptr;
     RANK_CHECK(ctx, device->createStream(&stream).isOk(), "stream");

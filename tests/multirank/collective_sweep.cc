@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/datatype.h"
 #include "perf/check_data.h"
 
 namespace fairway::testing {
@@ -16,7 +17,6 @@ size_t sweptCount(size_t index) {
   static const size_t counts[] = {0, 1, 7, sweepLargeCount()};
   return counts[index];
 }
-const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
 
 std::vector<fwRedOp_t> opsFor(const CollectiveCase& c, fwDataType_t type) {
@@ -34,7 +34,7 @@ struct Combination {
   bool nonBlocking;
   int root;
   std::string describe(const char* name) const {
-    return std::string(name) + " " + kTypeNames[type] + " " + kOpNames[op] + " count " + std::to_string(count) +
+    return std::string(name) + " " + datatypeName(type) + " " + kOpNames[op] + " count " + std::to_string(count) +
            (inPlace ? " in-place" : " out-of-place") + (nonBlocking ? " non-blocking" : "") + " root " +
            std::to_string(root);
   }
@@ -125,7 +125,9 @@ int sweepCollective(const RankContext& ctx, const CollectiveCase& c, const Sweep
   }
   int failures = 0;
   int seed = 0;
-  for (fwDataType_t type : kTypes) {
+  const std::vector<fwDataType_t> types =
+      options.types.empty() ? std::vector<fwDataType_t>(std::begin(kTypes), std::end(kTypes)) : options.types;
+  for (fwDataType_t type : types) {
     for (fwRedOp_t op : opsFor(c, type)) {
       for (size_t countIndex = 0; countIndex < 4; ++countIndex) {
         for (bool inPlace : {false, true}) {

@@ -24,6 +24,9 @@ struct SweepOptions {
   bool deviceMemory = false;
   fwStream_t stream = nullptr;
   int (*synchronize)(fwStream_t stream) = nullptr;
+  // The types swept (empty: every type but the 8-bit floats, which have a
+  // sweep of their own).
+  std::vector<fwDataType_t> types;
 };
 
 // The sweep's largest count: 1M+3 elements, spanning many pipeline

@@ -41,6 +41,34 @@ INSTANTIATE_TEST_SUITE_P(AllCollectives, CollectiveSweep,
                                             ::testing::Values(1, 2, 3, 4, 8)),
                          sweepName);
 
+// The 8-bit float types through every collective, on one node and on two
+// emulated nodes (where the reductions run two-phase): sums of 0s and 1s,
+// exact in both formats (check_data), so every element must match.
+class Fp8Sweep : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(Fp8Sweep, MatchesReference) {
+  const CollectiveCase& c = collectiveCases()[std::get<0>(GetParam())];
+  const bool twoNodes = std::get<1>(GetParam());
+  auto outcomes = runRanks(4, [&](const RankContext& ctx) {
+    SweepOptions options;
+    options.types = {fwFloat8e4m3, fwFloat8e5m2};
+    if (twoNodes) options.nodeOfRank = {"a", "a", "b", "b"};
+    return sweepCollective(ctx, c, options);
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, 0) << c.name << ": rank " << r << " failed";
+    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r << " hung";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCollectives, Fp8Sweep,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(collectiveCases().size())),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
+                           return std::string(collectiveCases()[std::get<0>(info.param)].name) +
+                                  (std::get<1>(info.param) ? "_2x2" : "_4ranks");
+                         });
+
 // The same sweep with the ranks split across emulated nodes: peers on other
 // "nodes" are reached over UCX's network transports only, so every
 // collective must give exactly the flat run's results whatever the layout.

@@ -14,6 +14,7 @@
 #include "core/datatype.h"
 #include "core/quantize_kernels.h"
 #include "core/reduce_kernels.h"
+#include "core/reducer.h"
 
 namespace fairway {
 namespace {
@@ -203,6 +204,82 @@ TEST(Quantize, BaselineAndAvx2GiveTheSameBits) {
                                                                                         x.data(), n);
     }
     EXPECT_EQ(sums[0], sums[1]) << datatypeName(type);
+  }
+}
+
+}  // namespace
+}  // namespace fairway
+
+namespace fairway {
+namespace {
+
+struct Fp8Format {
+  const char* name;
+  float (*decode)(uint8_t);
+  uint8_t (*encode)(float);
+  float largest;
+  bool hasInfinity;
+};
+const Fp8Format kFp8[] = {{"e4m3", float8e4m3ToFloat, floatToFloat8e4m3, 448.f, false},
+                          {"e5m2", float8e5m2ToFloat, floatToFloat8e5m2, 57344.f, true}};
+
+TEST(Fp8, EveryCodeRoundTrips) {
+  for (const Fp8Format& f : kFp8) {
+    int nans = 0;
+    for (int c = 0; c < 256; ++c) {
+      const float v = f.decode(static_cast<uint8_t>(c));
+      if (std::isnan(v)) {
+        ++nans;
+        EXPECT_TRUE(std::isnan(f.decode(f.encode(v)))) << f.name;
+        continue;
+      }
+      if (std::isinf(v)) continue;  // saturates, below
+      EXPECT_EQ(f.encode(v), c) << f.name << " code " << c << " value " << v;
+    }
+    EXPECT_EQ(nans, f.hasInfinity ? 6 : 2) << f.name;
+    EXPECT_EQ(f.decode(f.encode(1e9f)), f.largest) << f.name;
+    EXPECT_EQ(f.decode(f.encode(-std::numeric_limits<float>::infinity())), -f.largest) << f.name;
+  }
+}
+
+// Halfway between two neighbours rounds to the one with an even mantissa;
+// a little either side, to the nearer.
+TEST(Fp8, RoundsToNearestEven) {
+  for (const Fp8Format& f : kFp8) {
+    for (int c = 0; c < 0x7f; ++c) {
+      const float a = f.decode(static_cast<uint8_t>(c)), b = f.decode(static_cast<uint8_t>(c + 1));
+      if (!std::isfinite(a) || !std::isfinite(b)) continue;
+      const float mid = (a + b) / 2;  // exact in float32
+      const uint8_t even = (c % 2 == 0) ? static_cast<uint8_t>(c) : static_cast<uint8_t>(c + 1);
+      EXPECT_EQ(f.encode(mid), even) << f.name << " between codes " << c << " and " << c + 1;
+      EXPECT_EQ(f.encode(std::nextafter(mid, a)), c) << f.name;
+      EXPECT_EQ(f.encode(std::nextafter(mid, b)), c + 1) << f.name;
+      EXPECT_EQ(f.encode(-mid), 0x80 | even) << f.name;
+    }
+  }
+}
+
+// Sums compute in float32 and round once.
+TEST(Fp8, ReductionsRoundTheFloatResult) {
+  for (fwDataType_t type : {fwFloat8e4m3, fwFloat8e5m2}) {
+    const Fp8Format& f = kFp8[type == fwFloat8e4m3 ? 0 : 1];
+    std::vector<uint8_t> a(256), b(256), out(256);
+    for (int i = 0; i < 256; ++i) {
+      a[i] = static_cast<uint8_t>(i);
+      b[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+    }
+    for (fwRedOp_t op : {fwSum, fwProd, fwMax, fwMin}) {
+      Reducer(type, op, 2).combine(out.data(), a.data(), b.data(), 256);
+      for (int i = 0; i < 256; ++i) {
+        const float x = f.decode(a[i]), y = f.decode(b[i]);
+        const float r = op == fwSum ? x + y : op == fwProd ? x * y : op == fwMax ? std::max(x, y) : std::min(x, y);
+        if (std::isnan(x) || std::isnan(y)) continue;  // max and min of NaN follow std::max's order
+        const float want = f.decode(f.encode(r));
+        const float got = f.decode(out[i]);
+        EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want)))
+            << datatypeName(type) << " " << opName(op) << " of " << x << " and " << y << ": " << got;
+      }
+    }
   }
 }
 

@@ -1,13 +1,15 @@
 // Device-side twins of the host's reduction loops (src/core/reduce_kernels.inc),
 // bit for bit but for NaN payloads (the GPU's arithmetic returns its
-// canonical NaN): integers wrap (computed in the unsigned type), 16-bit floats
-// are widened to float32 and rounded back to nearest even, max keeps a
+// canonical NaN): integers wrap (computed in the unsigned type), 16-bit and
+// 8-bit floats are widened to float32 and rounded back to nearest even (8-bit
+// ones saturating to their largest finite value), max keeps a
 // unless a < b and min keeps a unless b < a (as std::max and std::min), and
 // avg's division runs in 64-bit integers or in float32/64.
 #include "transports/cuda/cuda_reduce_kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -30,6 +32,18 @@ template <> struct Widen<__nv_bfloat16> {
   __device__ static float in(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ static __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
 };
+
+// 8-bit floats: widened through half (exact), rounded back to nearest even
+// saturating to the largest finite value, as the host's loops do.
+template <__nv_fp8_interpretation_t kKind>
+struct Fp8 { __nv_fp8_storage_t bits; };
+template <__nv_fp8_interpretation_t kKind> struct Widen<Fp8<kKind>> {
+  using type = float;
+  __device__ static float in(Fp8<kKind> v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.bits, kKind))); }
+  __device__ static Fp8<kKind> out(float v) { return Fp8<kKind>{__nv_cvt_float_to_fp8(v, __NV_SATFINITE, kKind)}; }
+};
+using Fp8E4m3 = Fp8<__NV_E4M3>;
+using Fp8E5m2 = Fp8<__NV_E5M2>;
 
 // Chosen lazily: make_unsigned of a floating type does not exist.
 template <typename T>
@@ -135,6 +149,8 @@ cudaError_t launchCombine(void* dst, const void* a, const void* b, size_t count,
     case fwBfloat16: return combineArithmetic<__nv_bfloat16>(dst, a, b, count, op, stream);
     case fwFloat32: return combineArithmetic<float>(dst, a, b, count, op, stream);
     case fwFloat64: return combineArithmetic<double>(dst, a, b, count, op, stream);
+    case fwFloat8e4m3: return combineArithmetic<Fp8E4m3>(dst, a, b, count, op, stream);
+    case fwFloat8e5m2: return combineArithmetic<Fp8E5m2>(dst, a, b, count, op, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -153,6 +169,8 @@ cudaError_t launchDivide(void* buf, size_t count, fwDataType_t datatype, int div
     case fwBfloat16: return divideAs<__nv_bfloat16>(buf, count, divisor, stream);
     case fwFloat32: return divideAs<float>(buf, count, divisor, stream);
     case fwFloat64: return divideAs<double>(buf, count, divisor, stream);
+    case fwFloat8e4m3: return divideAs<Fp8E4m3>(buf, count, divisor, stream);
+    case fwFloat8e5m2: return divideAs<Fp8E5m2>(buf, count, divisor, stream);
     default: return cudaErrorInvalidValue;
   }
 }

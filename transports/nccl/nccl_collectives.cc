@@ -24,8 +24,23 @@ Status ncclFailure(const char* what, ncclResult_t result, ncclComm_t comm = null
   return Status(code, message);
 }
 
+// The version of the NCCL this process runs (it may be older than the
+// headers: torch's own); fp8 came with 2.24.
+int runningNcclVersion() {
+  static const int version = [] {
+    int v = 0;
+    return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+  }();
+  return version;
+}
+constexpr int kFirstNcclWithFp8 = 22400;
+
 bool toNcclType(fwDataType_t type, ncclDataType_t* out) {
   switch (type) {
+#if NCCL_VERSION_CODE >= 22400
+    case fwFloat8e4m3: *out = ncclFloat8e4m3; return runningNcclVersion() >= kFirstNcclWithFp8;
+    case fwFloat8e5m2: *out = ncclFloat8e5m2; return runningNcclVersion() >= kFirstNcclWithFp8;
+#endif
     case fwInt8: *out = ncclInt8; return true;
     case fwUint8: *out = ncclUint8; return true;
     case fwInt32: *out = ncclInt32; return true;

@@ -37,10 +37,13 @@ fwDataType_t fwTypeOf(const at::Tensor& t) {
     case at::kBool: return fwUint8;
     case at::kInt: return fwInt32;
     case at::kLong: return fwInt64;
+    case at::kFloat8_e4m3fn: return fwFloat8e4m3;
+    case at::kFloat8_e5m2: return fwFloat8e5m2;
     default: break;
   }
   TORCH_CHECK_VALUE(false, "fairway: dtype ", t.scalar_type(),
-                    " is not supported (float32, float64, float16, bfloat16, int8, uint8, int32, int64, bool)");
+                    " is not supported (float32, float64, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, "
+                    "uint8, int32, int64, bool)");
 }
 
 fwRedOp_t fwOpOf(const c10d::ReduceOp& op, const at::Tensor& t) {
