@@ -40,6 +40,10 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const double r = shape.wireRatio;
   // Compressed: every byte crosses encoded (flat), or the node phase moves
   // full precision and only the rails carry encoded bytes (two-phase).
+  // Flat's pieces to other nodes share their node's link: D ranks each
+  // send (n - D) / n of their encoded input across it.
+  const double flatShare = shape.nodes > 1 ? D * (n - D) / n : (n - 1) / n;
+  const double compressedFlatPass = (n - 1) * flat.alphaUs + flatShare * r * S / (flat.gbPerSec * 1e3);
   switch (kind) {
     case CollectiveKind::AllReduce:
       switch (algorithm) {
@@ -50,7 +54,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per node link.
           return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S));
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
-        case Algorithm::CompressedFlat: return 2 * (n - 1) * flat.costUs(r * S / n);
+        case Algorithm::CompressedFlat: return 2 * compressedFlatPass;
         case Algorithm::CompressedTwoPhase: return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S));
         default: return -1;
       }
@@ -66,7 +70,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * flat.costUs(S / n);
         case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S);
-        case Algorithm::CompressedFlat: return (n - 1) * flat.costUs(r * S / n);
+        case Algorithm::CompressedFlat: return compressedFlatPass;
         case Algorithm::CompressedTwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S);
         default: return -1;
       }
