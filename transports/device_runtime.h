@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/quantize_kernels.h"
 #include "core/status.h"
 #include "fairway/fairway.h"
 #include "transports/native_collectives.h"
@@ -17,7 +18,7 @@
 
 namespace fairway {
 
-constexpr int kDeviceRuntimeAbiVersion = 4;
+constexpr int kDeviceRuntimeAbiVersion = 5;
 
 class DeviceRuntime {
  public:
@@ -51,6 +52,11 @@ class DeviceRuntime {
   virtual Status combineAsync(void* dst, const void* a, const void* b, size_t count, fwDataType_t datatype,
                               fwRedOp_t op, void* stream) = 0;
   virtual Status divideAsync(void* buf, size_t count, fwDataType_t datatype, int divisor, void* stream) = 0;
+  // Stream-ordered compression steps on device memory (compressed
+  // collectives on device buffers), with the host kernels' results
+  // (core/quantize_kernels.h), and zeroing.
+  virtual Status codecAsync(const kernels::CodecStep& step, void* stream) = 0;
+  virtual Status zeroAsync(void* dst, size_t bytes, void* stream) = 0;
   // Waits until everything enqueued on stream has run, and everything the
   // stream itself waits for (the legacy default stream's work, for a
   // blocking stream), or fails with fwTimeout after timeoutMs (work stuck

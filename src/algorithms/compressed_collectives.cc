@@ -29,9 +29,9 @@
 // (an average's reduced piece counts n times). What the node phase passed
 // on in full precision is not lost, so those positions are cleared.
 #include <algorithm>
-#include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/data_space.h"
 #include "algorithms/two_phase.h"
 #include "comm/collective_args.h"
 #include "core/quantize_kernels.h"
@@ -43,10 +43,8 @@ class CompressedPipeline {
  public:
   CompressedPipeline(CollectiveContext& ctx, const Compression& c, CollectiveKind kind, const void* send, void* recv,
                      size_t count)
-      : ctx_(ctx), c_(c), kind_(kind), send_(static_cast<const char*>(send)), recv_(static_cast<char*>(recv)),
-        count_(count), type_(ctx.reducer().datatype()), es_(ctx.elementSize()),
-        codec_(kernels::codecFor(c.kind, type_)), floatCodec_(kernels::codecFor(c.kind, fwFloat32)),
-        fromFloat_(kernels::fromFloatFor(type_)), addFloat_(kernels::addFloatFor(type_)) {}
+      : ctx_(ctx), space_(ctx.dataSpace()), c_(c), kind_(kind), send_(static_cast<const char*>(send)),
+        recv_(static_cast<char*>(recv)), count_(count), type_(ctx.reducer().datatype()), es_(ctx.elementSize()) {}
 
   // Flat: every rank its own group, the whole context as the rail.
   Status runFlat() {
@@ -101,11 +99,9 @@ class CompressedPipeline {
     CollectiveContext railBytes = rail.withElementSize(1);
     rail_ = &railBytes;
     const int n = ctx_.size();
-    if (codec_.encode == nullptr || fromFloat_ == nullptr) {
-      return Status(fwInternalError, "no compression kernels for this type reached the algorithm");
-    }
-    if (ctx_.onDevice()) {
-      return Status(fwNotAvailable, "compressed collectives run on host buffers only in this build");
+    if (ctx_.railStaged()) {
+      return Status(fwNotAvailable, "compressed collectives need UCX to reach the buffers' memory (device memory "
+                                    "staged through pinned host memory is not supported)");
     }
     blockLen_ = allreduce() ? (count_ + n - 1) / n : count_;
     if (blockLen_ == 0) return Status::ok();
@@ -151,6 +147,27 @@ class CompressedPipeline {
     const size_t perExchange = 2 * static_cast<size_t>(M_ - 1);
     pendings_ = ctx_.outerPendings(2 * slots_ * perExchange + 1);
   }
+  // The steps, on the buffers' memory (the CPU's kernels, or the device's).
+  kernels::CodecStep step(kernels::CodecStep::Op op, const void* src, void* dst, size_t count) const {
+    kernels::CodecStep st;
+    st.op = op;
+    st.format = c_.kind;
+    st.blockSize = c_.blockSize;
+    st.valueType = type_;
+    st.src = src;
+    st.dst = dst;
+    st.count = count;
+    return st;
+  }
+  Status encode(const void* src, fwDataType_t valueType, const float* add, size_t count, void* dst,
+                kernels::Lost lost) {
+    kernels::CodecStep st = step(kernels::CodecStep::Op::Encode, src, dst, count);
+    st.valueType = valueType;
+    st.add = add;
+    st.lost = lost;
+    return space_.codec(st);
+  }
+
   char* slot(size_t s) const { return slotBase_ + (s % slots_) * slotBytes_; }
   char* encodedOut(size_t s, int j) const { return slot(s) + j * stride_; }
   char* encodedIn(size_t s, int j) const { return slot(s) + (M_ + j) * stride_; }
@@ -170,10 +187,11 @@ class CompressedPipeline {
       const size_t len = realSlice(q, s);
       if (node_ == nullptr) {  // the input itself, plus the residual
         float* residual = residualAt(q, s);
-        codec_.encode(inputAt(q, s), residual, len, c_.blockSize, encodedOut(s, j), kernels::Lost{residual, 1, false});
+        FW_RETURN_IF_ERROR(
+            encode(inputAt(q, s), type_, residual, len, encodedOut(s, j), kernels::Lost{residual, 1, false}));
       } else {  // the node's sums
-        codec_.encode(shared_ + j * sliceLen_ * es_, nullptr, len, c_.blockSize, encodedOut(s, j),
-                      kernels::Lost{residualAt(q, s), 1, true});
+        FW_RETURN_IF_ERROR(encode(shared_ + j * sliceLen_ * es_, type_, nullptr, len, encodedOut(s, j),
+                                  kernels::Lost{residualAt(q, s), 1, true}));
       }
     }
     const size_t mine = c_.encodedBytes(realSlice(self(), s));
@@ -195,12 +213,14 @@ class CompressedPipeline {
         char* to = packed_ + (static_cast<size_t>(d) * M_ + m) * piece;
         float* residual = residualAt(q, s);
         if (residual != nullptr) {
-          addFloat_(to, inputAt(q, s), residual, len);
-          std::fill(residual, residual + len, 0.f);
+          kernels::CodecStep add = step(kernels::CodecStep::Op::AddFloat, inputAt(q, s), to, len);
+          add.add = residual;
+          FW_RETURN_IF_ERROR(space_.codec(add));
+          FW_RETURN_IF_ERROR(space_.zero(residual, len * sizeof(float)));
         } else {
-          std::memcpy(to, inputAt(q, s), len * es_);
+          FW_RETURN_IF_ERROR(ctx_.copy(to, inputAt(q, s), len));
         }
-        std::memset(to + len * es_, 0, piece - len * es_);
+        FW_RETURN_IF_ERROR(space_.zero(to + len * es_, piece - len * es_));
       }
     }
     return ctx_.nodePhase().reduceScatter(*node_, packed_, shared_, equalChunks(static_cast<size_t>(M_) * sliceLen_, D_),
@@ -212,18 +232,19 @@ class CompressedPipeline {
     FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 0), 2 * static_cast<size_t>(M_ - 1)));
     const size_t len = realSlice(self(), s);
     for (int j = 0; j < M_; ++j) {
-      const char* piece = j == m_ ? encodedOut(s, j) : encodedIn(s, j);
-      codec_.decodeAdd(piece, len, c_.blockSize, acc_, j == 0);
+      kernels::CodecStep add = step(kernels::CodecStep::Op::DecodeAdd, j == m_ ? encodedOut(s, j) : encodedIn(s, j),
+                                    acc_, len);
+      add.first = j == 0;
+      FW_RETURN_IF_ERROR(space_.codec(add));
     }
     const bool average = ctx_.reducer().finalizes();
-    if (average) Reducer(fwFloat32, fwAvg, ctx_.size()).finalize(acc_, len);
+    if (average) FW_RETURN_IF_ERROR(space_.finalize(Reducer(fwFloat32, fwAvg, ctx_.size()), acc_, len));
     float* residual = residualAt(self(), s);
     if (!allreduce()) {
-      fromFloat_(acc_, len, recv_ + sliceStart(s) * es_);
-      return Status::ok();
+      return space_.codec(step(kernels::CodecStep::Op::FromFloat, acc_, recv_ + sliceStart(s) * es_, len));
     }
     const float weight = average ? static_cast<float>(ctx_.size()) : 1.f;
-    floatCodec_.encode(acc_, nullptr, len, c_.blockSize, reducedOut(s), kernels::Lost{residual, weight, true});
+    FW_RETURN_IF_ERROR(encode(acc_, fwFloat32, nullptr, len, reducedOut(s), kernels::Lost{residual, weight, true}));
     const size_t mine = c_.encodedBytes(len);
     return postRailExchange(
         *rail_, step(s, 1), exchange(s, 1), [&](int) { return reducedOut(s); }, [&](int) { return mine; },
@@ -239,21 +260,22 @@ class CompressedPipeline {
       const char* encoded = j == m_ ? reducedOut(s) : reducedIn(s, j);
       char* out = node_ == nullptr ? recv_ + (blockStart(q) + sliceStart(s)) * es_
                                    : packed_ + (static_cast<size_t>(d_) * M_ + j) * piece;
-      codec_.decode(encoded, realSlice(q, s), c_.blockSize, out);
+      FW_RETURN_IF_ERROR(space_.codec(step(kernels::CodecStep::Op::Decode, encoded, out, realSlice(q, s))));
     }
     if (node_ == nullptr) return Status::ok();
     FW_RETURN_IF_ERROR(ctx_.nodePhase().allgather(*node_, packed_, equalChunks(static_cast<size_t>(M_) * sliceLen_, D_)));
     for (int d = 0; d < D_; ++d) {
       for (int m = 0; m < M_; ++m) {
         const int q = owner(m, d);
-        std::memcpy(recv_ + (blockStart(q) + sliceStart(s)) * es_,
-                    packed_ + (static_cast<size_t>(d) * M_ + m) * piece, realSlice(q, s) * es_);
+        FW_RETURN_IF_ERROR(ctx_.copy(recv_ + (blockStart(q) + sliceStart(s)) * es_,
+                                     packed_ + (static_cast<size_t>(d) * M_ + m) * piece, realSlice(q, s)));
       }
     }
     return Status::ok();
   }
 
   CollectiveContext& ctx_;
+  DataSpace& space_;
   const Compression c_;
   const CollectiveKind kind_;
   const char* send_;
@@ -261,9 +283,6 @@ class CompressedPipeline {
   const size_t count_;
   const fwDataType_t type_;
   const size_t es_;
-  const kernels::Codec codec_, floatCodec_;
-  const kernels::FromFloatFn fromFloat_;
-  const kernels::AddFloatFn addFloat_;
 
   int d_ = 0, D_ = 1, m_ = 0, M_ = 1;
   std::vector<int> owners_;  // owners_[m * D + d]: the rank of local rank d of group m
@@ -295,20 +314,31 @@ Status compressedAllreduce(CollectiveContext& ctx, const void* send, void* recv,
 
 Status compressedAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count, fwDataType_t type,
                            const Compression& c, PlainAllgather plain) {
-  if (ctx.onDevice()) return Status(fwNotAvailable, "compressed collectives run on host buffers only in this build");
-  const kernels::Codec codec = kernels::codecFor(c.kind, type);
   const size_t wireElement = c.encodedBytes(1);  // the casts: 2 bytes a value
-  if (codec.encode == nullptr || wireElement == 0 || c.blockwise()) {
+  if (wireElement == 0 || c.blockwise()) {
     return Status(fwInternalError, "allgather reached the algorithm with a compression it has no cast for");
   }
+  DataSpace& space = ctx.dataSpace();
+  auto castStep = [&](kernels::CodecStep::Op op, const void* src, void* dst) {
+    kernels::CodecStep st;
+    st.op = op;
+    st.format = c.kind;
+    st.valueType = type;
+    st.src = src;
+    st.dst = dst;
+    st.count = count;
+    return space.codec(st);
+  };
   const int n = ctx.size();
   const size_t blockBytes = count * wireElement;
   char* wire = ctx.stagingBytes(blockBytes * n + 64);
   char* mine = wire + blockBytes * ctx.rank();
-  codec.encode(send, nullptr, count, c.blockSize, mine, kernels::Lost{});
+  FW_RETURN_IF_ERROR(castStep(kernels::CodecStep::Op::Encode, send, mine));
   CollectiveContext wireCtx = ctx.withElementSize(wireElement);
   FW_RETURN_IF_ERROR(plain(wireCtx, mine, wire, count));
-  for (int q = 0; q < n; ++q) codec.decode(wire + blockBytes * q, count, c.blockSize, ctx.at(recv, count * q));
+  for (int q = 0; q < n; ++q) {
+    FW_RETURN_IF_ERROR(castStep(kernels::CodecStep::Op::Decode, wire + blockBytes * q, ctx.at(recv, count * q)));
+  }
   return Status::ok();
 }
 

@@ -83,6 +83,7 @@ class CollectiveContext {
 
   // Data in the buffers' memory, counted in elements of this collective.
   bool onDevice() const { return space_.onDevice(); }
+  DataSpace& dataSpace() { return space_; }
   Status copy(void* dst, const void* src, size_t elems) { return space_.copy(dst, src, elems * elementSize_); }
   Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t elems) {
     return space_.combine(reducer, dst, a, b, elems);

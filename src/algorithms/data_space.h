@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #include "comm/scratch.h"
 #include "core/bytes.h"
+#include "core/quantize_kernels.h"
 #include "core/reducer.h"
 #include "core/status.h"
 
@@ -31,6 +33,10 @@ class DataSpace {
   virtual Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) = 0;
   // The reducer's finalisation (avg's division), if it has one.
   virtual Status finalize(const Reducer& reducer, void* buf, size_t count) = 0;
+  // A compression step (core/quantize_kernels.h) on buffers of this space.
+  virtual Status codec(const kernels::CodecStep& step) = 0;
+  // dst = bytes zeros.
+  virtual Status zero(void* dst, size_t bytes) = 0;
   // At least `bytes` of the region, valid until the next call of this
   // region; grow-only. Throws std::bad_alloc when memory runs out.
   virtual char* scratch(ScratchRegion region, size_t bytes) = 0;
@@ -50,6 +56,14 @@ class CpuDataSpace : public DataSpace {
   }
   Status finalize(const Reducer& reducer, void* buf, size_t count) override {
     reducer.finalize(buf, count);
+    return Status::ok();
+  }
+  Status codec(const kernels::CodecStep& step) override {
+    return kernels::runOnCpu(step) ? Status::ok()
+                                   : Status(fwInternalError, "no compression kernel for this step on the CPU");
+  }
+  Status zero(void* dst, size_t bytes) override {
+    if (bytes > 0) std::memset(dst, 0, bytes);
     return Status::ok();
   }
 };

@@ -99,6 +99,18 @@ size_t selectionBytes(const CollectiveArgs& a, int ranks) {
   return a.kind == CollectiveKind::ReduceScatter ? bytes * static_cast<size_t>(ranks) : bytes;
 }
 
+SelectionKey selectionKeyOf(const CollectiveArgs& args, int ranks, const RankLayout* layout, bool onDevice) {
+  SelectionKey key;
+  key.kind = args.kind;
+  key.onDevice = onDevice;
+  key.bytes = selectionBytes(args, ranks);
+  key.layout = layout;
+  key.ranks = ranks;
+  key.compressed = args.compression.active();
+  if (key.compressed) key.wireRatio = args.compression.wireRatio(datatypeSize(args.datatype));
+  return key;
+}
+
 Selector::Selector(const Selector& other) { *this = other; }
 
 Selector& Selector::operator=(const Selector& other) {
@@ -155,7 +167,15 @@ Selection Selector::select(const SelectionKey& key) const {
   const bool compressedReduction =
       key.compressed && (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter);
   if (compressedReduction) {
+    // Compression runs on the buffers' memory: UCX reaches device memory,
+    // or the caller hears it cannot (staged rails are not supported). NCCL
+    // serves the node phase of compressed two-phase where it reaches a
+    // node's ranks.
     s.algorithm = compressedAlgorithm(key);
+    if (key.onDevice) {
+      s.node = s.rail = routes_.ucx();
+      if (s.algorithm == Algorithm::CompressedTwoPhase && routes_.ncclInNodes && key.ncclRunsIt) s.node = Provider::Nccl;
+    }
   } else if (!key.onDevice) {
     s.algorithm = hostAlgorithm(key);
   } else if (forced == forced_.end() && routes_.ncclEverywhere && key.ncclRunsIt) {

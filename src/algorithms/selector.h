@@ -67,6 +67,9 @@ struct SelectionKey {
 
 // The size a call is selected by (see SelectionKey::bytes).
 size_t selectionBytes(const CollectiveArgs& args, int ranks);
+// A call's key: its collective, size and compression, on `ranks` ranks
+// laid out as `layout` (null: a group), in host or device memory.
+SelectionKey selectionKeyOf(const CollectiveArgs& args, int ranks, const RankLayout* layout, bool onDevice);
 
 struct Selection {
   Algorithm algorithm = Algorithm::Ring;

@@ -24,15 +24,13 @@ Status prepare(fwComm_t comm, const CollectiveArgs& args, Communicator** impl) {
   return validateCollective(args, (*impl)->rank(), (*impl)->size());
 }
 
-// Compression runs on the CPU's kernels: host buffers and a host residual.
+// Compression runs where the buffers are, so the residual must be there too.
 Status checkCompressedMemory(Communicator* impl, const CollectiveArgs& args, MemoryType memory) {
-  if (!args.compression.active()) return Status::ok();
-  if (memory == MemoryType::Cuda) {
-    return Status(fwNotAvailable, "compressed collectives on device buffers are not available in this build "
-                                  "(host buffers only)");
-  }
-  if (args.compression.residual != nullptr && impl->memoryTypeOf(args.compression.residual) != MemoryType::Host) {
-    return Status(fwInvalidUsage, "the residual is device memory but the buffers are host memory");
+  if (!args.compression.active() || args.compression.residual == nullptr) return Status::ok();
+  if (impl->memoryTypeOf(args.compression.residual) != memory) {
+    return Status(fwInvalidUsage, memory == MemoryType::Cuda
+                                      ? "the residual is host memory but the buffers are device memory"
+                                      : "the residual is device memory but the buffers are host memory");
   }
   return Status::ok();
 }

@@ -305,14 +305,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   ctx.setHierarchy(how.hierarchy);
   Algorithm algorithm = how.algorithm;
   if (!how.chosen) {
-    SelectionKey key;
-    key.kind = args.kind;
-    key.bytes = selectionBytes(args, groupSize);
-    key.layout = group.empty() ? &layout_ : nullptr;
-    key.ranks = groupSize;
-    key.compressed = args.compression.active();
-    if (key.compressed) key.wireRatio = args.compression.wireRatio(elementSize);
-    algorithm = selector_.select(key).algorithm;
+    algorithm = selector_.select(selectionKeyOf(args, groupSize, group.empty() ? &layout_ : nullptr, false)).algorithm;
   }
   Status st;
   try {

@@ -222,10 +222,10 @@ Status DeviceCollectives::ensureNodePhase() {
   return Status::ok();
 }
 
-Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, uint32_t sequence) {
+Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence) {
   Communicator::Reserved how;
   how.chosen = true;
-  how.algorithm = Algorithm::TwoPhase;
+  how.algorithm = algorithm;
   how.space = &deviceSpace();
   how.hierarchy.node = nodePhase_.get();
   how.hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
@@ -250,20 +250,20 @@ Status DeviceCollectives::runDirect(const CollectiveArgs& a, Algorithm algorithm
 // The selection table decides; each branch is one provider.
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  SelectionKey key;
-  key.kind = a.kind;
-  key.onDevice = true;
-  key.bytes = selectionBytes(a, comm_.size());
-  key.layout = &comm_.layout();
-  key.ranks = comm_.size();
+  SelectionKey key = selectionKeyOf(a, comm_.size(), &comm_.layout(), /*onDevice=*/true);
   key.ncclRunsIt = ncclRuns(comm_.machine().nccl, a);
   const Selection chosen = comm_.selector().select(key);
   if (chosen.algorithm == Algorithm::Native) return runNative(a, stream);
+  const Algorithm algorithm = chosen.algorithm;
+  if (isCompressedAlgorithm(algorithm) && chosen.rail != Provider::DeviceUcx) {
+    return Status(fwNotAvailable, "compressed collectives on device buffers need UCX to reach device memory "
+                                  "(a CUDA-aware UCX; FAIRWAY_UCX_DEVICE_MEMORY=direct); here it is staged");
+  }
   if (chosen.node == Provider::Nccl) {
     FW_RETURN_IF_ERROR(ensureNodePhase());
-    return enqueueOnWorker(stream, 1, [this, a](uint32_t sequence) { return runTwoPhase(a, sequence); });
+    return enqueueOnWorker(stream, 1,
+                           [this, a, algorithm](uint32_t sequence) { return runTwoPhase(a, algorithm, sequence); });
   }
-  const Algorithm algorithm = chosen.algorithm;
   if (chosen.rail == Provider::DeviceUcx) {
     return enqueueOnWorker(stream, 1,
                            [this, a, algorithm](uint32_t sequence) { return runDirect(a, algorithm, sequence); });

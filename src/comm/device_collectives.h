@@ -71,10 +71,11 @@ class DeviceCollectives {
   Status runStagedBlocks(const CollectiveArgs& args, Algorithm algorithm, size_t sliceLength, uint32_t sequence);
   Status runStagedAllToAllv(const CollectiveArgs& args, uint32_t sequence);
   // Two-phase across nodes with NCCL inside them: the one two-phase
-  // algorithm, its node phase NCCL over this node's ranks, its rail phase
-  // over UCX on device memory or through pinned host memory.
+  // algorithm (or compressed two-phase), its node phase NCCL over this
+  // node's ranks, its rail phase over UCX on device memory or (plain
+  // two-phase only) through pinned host memory.
   Status ensureNodePhase();
-  Status runTwoPhase(const CollectiveArgs& args, uint32_t sequence);
+  Status runTwoPhase(const CollectiveArgs& args, Algorithm algorithm, uint32_t sequence);
   // UCX on the device buffers themselves: the host algorithm, its copies
   // and reductions on the device (DeviceDataSpace).
   bool ucxDirect() const;

@@ -44,4 +44,14 @@ Status DeviceDataSpace::finalize(const Reducer& reducer, void* buf, size_t count
   });
 }
 
+Status DeviceDataSpace::codec(const kernels::CodecStep& step) {
+  if (step.count == 0) return Status::ok();
+  return stream_.run([&](void* stream) { return device_.codecAsync(step, stream); });
+}
+
+Status DeviceDataSpace::zero(void* dst, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  return stream_.run([&](void* stream) { return device_.zeroAsync(dst, bytes, stream); });
+}
+
 }  // namespace fairway

@@ -36,6 +36,8 @@ class DeviceDataSpace final : public DataSpace {
   Status copy(void* dst, const void* src, size_t bytes) override;
   Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) override;
   Status finalize(const Reducer& reducer, void* buf, size_t count) override;
+  Status codec(const kernels::CodecStep& step) override;
+  Status zero(void* dst, size_t bytes) override;
   char* scratch(ScratchRegion region, size_t bytes) override { return scratch_.get(region, bytes); }
   // Device bytes held as scratch.
   size_t scratchBytes() const { return scratch_.totalBytes(); }

@@ -50,4 +50,28 @@ Codec codecFor(fwCompressKind_t kind, fwDataType_t valueType);
 AddFloatFn addFloatFor(fwDataType_t type);
 FromFloatFn fromFloatFor(fwDataType_t type);
 
+// One compression step on buffers, as a data space hands it to the CPU's
+// kernels or to a device runtime (the CUDA plugin's kernels on a stream):
+//  Encode:    dst (wire) = encode(src (valueType) + add), the loss into lost;
+//  DecodeAdd: dst (float32) = (first ? 0 : dst) + decode(src);
+//  Decode:    dst (valueType) = decode(src);
+//  FromFloat: dst (valueType) = src (float32), rounded;
+//  AddFloat:  dst (valueType) = src (valueType) + add, rounded once.
+struct CodecStep {
+  enum class Op { Encode, DecodeAdd, Decode, FromFloat, AddFloat };
+  Op op = Op::Encode;
+  fwCompressKind_t format = fwCompressNone;  // Encode, DecodeAdd, Decode
+  int blockSize = 256;
+  fwDataType_t valueType = fwFloat32;
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t count = 0;
+  const float* add = nullptr;
+  Lost lost;
+  bool first = false;
+};
+
+// Runs a step with this CPU's kernels; false when there is no kernel for it.
+bool runOnCpu(const CodecStep& step);
+
 }  // namespace fairway::kernels

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -416,6 +417,79 @@ std::vector<DeviceCase> deviceCases() {
   }
   return out;
 }
+
+// Compressed allreduce and reduce-scatter on device buffers: the same
+// algorithm as on host buffers, its steps on the device runtime (here the
+// host's kernels on a stream, so the flat results are the host run's bits,
+// error-feedback residual included); across two nodes with the stand-in
+// for NCCL as the node phase; refused with fwNotAvailable where UCX cannot
+// reach device memory (staged).
+class DeviceCompression : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceCompression, MatchesTheHostRun) {
+  const int path = GetParam();
+  auto outcomes = runRanks(4, [path](const RankContext& ctx) {
+    int failures = 0;
+    usePath(path);
+    if (path == kNcclDirect) setenv("FAIRWAY_NODE_ID", ctx.rank < 2 ? "a" : "b", 1);
+    setenv("FAIRWAY_ALGO", path == kNcclDirect ? "allreduce:compressed_twophase;reducescatter:compressed_twophase"
+                                               : "allreduce:compressed_flat;reducescatter:compressed_flat", 1);
+    fwComm_t comm = nullptr;
+    if (initComm(ctx, &comm) != 0) return 1;
+    fwStream_t stream = emulatedDevice()->createStream();
+    const size_t count = 50000;  // allreduce count; reduce-scatter input per rank
+    std::vector<float> input(count), hostOut(count), hostResidual(count, 0.f);
+    for (size_t i = 0; i < count; ++i) input[i] = std::sin(0.001f * static_cast<float>(i * (ctx.rank + 3)));
+    void *in = nullptr, *out = nullptr, *residual = nullptr;
+    RANK_CHECK(ctx, fwMemAlloc(&in, count * 4) == fwSuccess && fwMemAlloc(&out, count * 4) == fwSuccess &&
+                        fwMemAlloc(&residual, count * 4) == fwSuccess, "fwMemAlloc");
+    if (failures) return closeRank(ctx, comm, stream, failures);
+    for (bool allreduce : {true, false}) {
+      const size_t outCount = allreduce ? count : count / 4;
+      std::memcpy(in, input.data(), count * 4);
+      std::memset(residual, 0, count * 4);
+      std::fill(hostResidual.begin(), hostResidual.end(), 0.f);
+      fwCompression_t onDevice = FW_COMPRESSION_INITIALIZER, onHost = FW_COMPRESSION_INITIALIZER;
+      onDevice.kind = onHost.kind = fwCompressInt8;
+      onDevice.residual = static_cast<float*>(residual);
+      onHost.residual = hostResidual.data();
+      auto call = [&](const void* send, void* recv, const fwCompression_t* c, fwStream_t s) {
+        return allreduce ? fwAllReduceCompressed(send, recv, count, fwFloat32, fwSum, c, comm, s)
+                         : fwReduceScatterCompressed(send, recv, count / 4, fwFloat32, fwAvg, c, comm, s);
+      };
+      const fwResult_t device = call(in, out, &onDevice, stream);
+      if (path == kStaged) {
+        RANK_CHECK(ctx, device == fwNotAvailable, "the staged path should refuse compression");
+        continue;
+      }
+      RANK_CHECK(ctx, device == fwSuccess, "compressed call on device buffers");
+      RANK_CHECK(ctx, synchronizeStream(stream) == 0, "stream");
+      RANK_CHECK(ctx, call(input.data(), hostOut.data(), &onHost, nullptr) == fwSuccess, "the same on host buffers");
+      const bool sameBits = std::memcmp(out, hostOut.data(), outCount * 4) == 0 &&
+                            std::memcmp(residual, hostResidual.data(), count * 4) == 0;
+      if (path == kDirect) RANK_CHECK(ctx, sameBits, "device and host results or residuals differ");
+      // Against the exact result (two-phase's node phase may sum in another order).
+      double err = 0, norm = 0;
+      const float* got = static_cast<const float*>(out);
+      for (size_t i = 0; i < outCount; ++i) {
+        double exact = 0;
+        const size_t at = allreduce ? i : ctx.rank * outCount + i;
+        for (int r = 0; r < ctx.nranks; ++r) exact += std::sin(0.001f * static_cast<float>(at * (r + 3)));
+        if (!allreduce) exact /= ctx.nranks;
+        err += (got[i] - exact) * (got[i] - exact);
+        norm += exact * exact;
+      }
+      RANK_CHECK(ctx, std::sqrt(err / norm) < 0.015, "error " + std::to_string(std::sqrt(err / norm)));
+    }
+    fwMemFree(in);
+    fwMemFree(out);
+    fwMemFree(residual);
+    return closeRank(ctx, comm, stream, failures);
+  });
+  expectEveryRankPassed(outcomes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceCompression, ::testing::Values(kDirect, kNcclDirect, kStaged), pathName);
 
 class DeviceSweep : public ::testing::TestWithParam<int> {};
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "transports/cuda/cuda_quantize_kernels.h"
 #include "transports/cuda/cuda_reduce_kernels.h"
 #include "transports/device_runtime.h"
 
@@ -117,6 +118,14 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   Status divideAsync(void* buf, size_t count, fwDataType_t datatype, int divisor, void* stream) override {
     cudaError_t e = cuda::launchDivide(buf, count, datatype, divisor, static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? Status::ok() : cudaFailure("the average's division kernel", e);
+  }
+  Status codecAsync(const kernels::CodecStep& step, void* stream) override {
+    cudaError_t e = cuda::launchCodecStep(step, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("a compression kernel", e);
+  }
+  Status zeroAsync(void* dst, size_t bytes, void* stream) override {
+    cudaError_t e = cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? Status::ok() : cudaFailure("cudaMemsetAsync", e);
   }
 
   // Through an event, not cudaStreamQuery: a blocking stream's implicit wait

@@ -244,6 +244,19 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
     return Status::ok();
   }
 
+  Status codecAsync(const kernels::CodecStep& step, void* stream) override {
+    if (step.count == 0) return Status::ok();
+    Streams& s = Streams::instance();
+    s.enqueue(s.resolve(stream), [step] { kernels::runOnCpu(step); });
+    return Status::ok();
+  }
+  Status zeroAsync(void* dst, size_t bytes, void* stream) override {
+    if (bytes == 0) return Status::ok();
+    Streams& s = Streams::instance();
+    s.enqueue(s.resolve(stream), [dst, bytes] { std::memset(dst, 0, bytes); });
+    return Status::ok();
+  }
+
   Status synchronize(void* stream, int64_t timeoutMs) override { return synchronizeStream(stream, timeoutMs); }
 
   Status createStream(void** out) override {
