@@ -32,7 +32,13 @@ case "$mode" in
     cmake --build build-asan -j "${FAIRWAY_BUILD_JOBS:-$(nproc)}" --target fairway fairway-transport-ucx fairway_unit_tests \
       fairway_error_tests fairway_api_tests fairway_collective_tests
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
-    export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
+    # use_tls=0: clang 14's LeakSanitizer misreads the dynamic TLS of
+    # libraries loaded with dlopen (UCX's, through the transport plugin)
+    # under glibc 2.36 and crashes in ScanRangeForPointers ("Tracer caught
+    # signal 11") in some memory layouts. Not scanning TLS only makes the
+    # check stricter: what TLS alone holds counts as leaked (lsan.supp
+    # names glibc's one such buffer).
+    export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0:use_tls=0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     export FAIRWAY_TEST_SWEEP_LARGE_COUNT=65539
     echo "sanitize: ASan+UBSan: unit, error, API and collective tests"

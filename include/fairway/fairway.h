@@ -239,7 +239,8 @@ typedef enum FAIRWAY_ENUM_BASE {
  * in the input's memory, zeroed before the first call: each call adds it
  * to the input before quantizing and leaves in it what this rank's
  * quantizations lost (error feedback), so the losses are sent later
- * instead of dropped. It must not overlap sendbuff or recvbuff. */
+ * instead of dropped. It must not overlap sendbuff or recvbuff, and lives
+ * where they do (host or device memory). fwCompressNone ignores it. */
 typedef struct {
   size_t size;              /* sizeof(fwCompression_t), set by the initializer */
   fwCompressKind_t kind;

@@ -274,9 +274,7 @@ void Communicator::applyCompressionRules(CollectiveArgs* args) {
   const bool reduces = args->kind != CollectiveKind::AllGather;
   const bool typeFits = args->datatype == fwFloat32 || args->datatype == fwFloat16 || args->datatype == fwBfloat16;
   const bool opFits = !reduces || args->op == fwSum || args->op == fwAvg;
-  const size_t bytes = args->count * datatypeSize(args->datatype) *
-                       (args->kind == CollectiveKind::ReduceScatter ? static_cast<size_t>(size()) : 1);
-  if (!typeFits || !opFits || bytes < rule->second.minBytes) return;
+  if (!typeFits || !opFits || selectionBytes(*args, size()) < rule->second.minBytes) return;
   args->compression = rule->second.compression;
   const unsigned bit = 1u << static_cast<unsigned>(args->kind);
   if (rank() == 0 && (compressionLogged_.fetch_or(bit) & bit) == 0) {
