@@ -41,11 +41,11 @@ const Algorithm kAllAlgorithms[] = {Algorithm::Ring,      Algorithm::Rabenseifne
                                     Algorithm::Linear,    Algorithm::Dissemination, Algorithm::TwoPhase,
                                     Algorithm::Leaders,   Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase};
 
+ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter);
+
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
 // Rabenseifner never won by more than the run-to-run spread, so it is
 // there for FAIRWAY_ALGO and for topologies where its fewer steps pay.
-ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter);
-
 constexpr size_t kAllreduceRingFromBytes = 16 * 1024;
 constexpr size_t kAllgatherRingFromBlockBytes = 1024;
 

@@ -77,8 +77,7 @@ Status rejectDeviceBuffers(Communicator* impl, const CollectiveArgs& args) {
   return Status::ok();
 }
 
-
-// compressed: the compressed forms, with their descriptor.
+// compressed: the compressed forms, with their descriptor (which may not be NULL).
 fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, CollectiveArgs args,
                        const fwCompression_t* compression = nullptr, bool compressed = false) {
   if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "request is NULL"));

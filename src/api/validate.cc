@@ -172,7 +172,7 @@ Status readCompression(const fwCompression_t* user, Compression* out) {
   c.residual = user->residual;
   if (c.blockwise()) {
     const int block = user->blockSize == 0 ? kDefaultCompressionBlock : user->blockSize;
-    if (block < 32 || block > 4096 || (block & (block - 1)) != 0) {
+    if (!isValidCompressionBlock(block)) {
       return unsupported("block size " + std::to_string(user->blockSize) + " is not a power of two from 32 to 4096");
     }
     c.blockSize = block;

@@ -14,6 +14,10 @@
 namespace fairway {
 
 constexpr int kDefaultCompressionBlock = 256;
+// Block sizes offered: powers of two from 32 to 4096.
+constexpr bool isValidCompressionBlock(long block) {
+  return block >= 32 && block <= 4096 && (block & (block - 1)) == 0;
+}
 
 struct Compression {
   fwCompressKind_t kind = fwCompressNone;

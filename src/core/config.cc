@@ -117,7 +117,7 @@ Status parseCompressionRules(const VariableLookup& lookup, std::map<std::string,
       errno = 0;
       char* end = nullptr;
       const long block = std::strtol(kind.c_str() + slash + 1, &end, 10);
-      if (errno != 0 || *end != '\0' || block < 32 || block > 4096 || (block & (block - 1)) != 0) {
+      if (errno != 0 || *end != '\0' || !isValidCompressionBlock(block)) {
         return Status(fwInvalidArgument, variable + ": block size in '" + kind +
                                              "' is not a power of two from 32 to 4096");
       }
