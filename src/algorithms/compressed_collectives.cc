@@ -22,6 +22,11 @@
 //     pieces by an allgather in full precision.
 // Stage B of slice s runs one slice after its stage A and stage C one more
 // after that, so quantizing and the node phase overlap the rail exchanges.
+// Every step runs on the data's memory (the data space's kernels: the
+// CPU's, or the device's). When the rail works in other memory (device
+// buffers, UCX only reaching pinned host memory), the encoded pieces are
+// copied there before they are sent and back after they arrive: only the
+// compressed bytes cross the staging.
 //
 // Error feedback: the residual is added where the input is read (encoded
 // directly when D = 1, packed when D > 1), and receives what each of this
@@ -99,10 +104,7 @@ class CompressedPipeline {
     CollectiveContext railBytes = rail.withElementSize(1);
     rail_ = &railBytes;
     const int n = ctx_.size();
-    if (ctx_.railStaged()) {
-      return Status(fwNotAvailable, "compressed collectives need UCX to reach the buffers' memory (device memory "
-                                    "staged through pinned host memory is not supported)");
-    }
+    staged_ = ctx_.railStaged();
     blockLen_ = allreduce() ? (count_ + n - 1) / n : count_;
     if (blockLen_ == 0) return Status::ok();
     // Slices of whole quantization blocks (casts: any length).
@@ -138,7 +140,10 @@ class CompressedPipeline {
       base += (size + 63) & ~size_t{63};
       return at;
     };
-    slotBase_ = take(slots_ * perSlot);
+    // The kernels work in the data's memory; the rail exchanges the same
+    // slots in rail memory, copied there and back when the two differ.
+    workBase_ = take(slots_ * perSlot);
+    railBase_ = staged_ ? ctx_.railBytes(slots_ * perSlot + 64) : workBase_;
     slotBytes_ = perSlot;
     packed_ = take(packedBytes);
     partial_ = take(packedBytes);
@@ -168,11 +173,18 @@ class CompressedPipeline {
     return space_.codec(st);
   }
 
-  char* slot(size_t s) const { return slotBase_ + (s % slots_) * slotBytes_; }
-  char* encodedOut(size_t s, int j) const { return slot(s) + j * stride_; }
-  char* encodedIn(size_t s, int j) const { return slot(s) + (M_ + j) * stride_; }
-  char* reducedIn(size_t s, int j) const { return slot(s) + (2 * M_ + j) * stride_; }
-  char* reducedOut(size_t s) const { return slot(s) + 3 * static_cast<size_t>(M_) * stride_; }
+  // Slot s's encoded pieces: in the data's memory (the kernels'), or in
+  // the rail's (the messages').
+  enum Memory { kWork, kRail };
+  char* slot(size_t s, Memory m) const { return (m == kWork ? workBase_ : railBase_) + (s % slots_) * slotBytes_; }
+  char* encodedOut(size_t s, int j, Memory m = kWork) const { return slot(s, m) + j * stride_; }
+  char* encodedIn(size_t s, int j, Memory m = kWork) const { return slot(s, m) + (M_ + j) * stride_; }
+  char* reducedIn(size_t s, int j, Memory m = kWork) const { return slot(s, m) + (2 * M_ + j) * stride_; }
+  char* reducedOut(size_t s, Memory m = kWork) const { return slot(s, m) + 3 * static_cast<size_t>(M_) * stride_; }
+  // Staged: the kernels' pieces to the rail's memory before a send, the
+  // received ones back after it.
+  Status toRail(char* work, char* rail, size_t bytes) { return staged_ ? space_.copy(rail, work, bytes) : Status::ok(); }
+  Status fromRail(char* rail, char* work, size_t bytes) { return staged_ ? space_.copy(work, rail, bytes) : Status::ok(); }
   Pending* exchange(size_t s, int which) const {
     const size_t perExchange = 2 * static_cast<size_t>(M_ - 1);
     return pendings_ + ((s % slots_) * 2 + which) * perExchange;
@@ -194,11 +206,12 @@ class CompressedPipeline {
                                   kernels::Lost{residualAt(q, s), 1, true}));
       }
     }
+    FW_RETURN_IF_ERROR(toRail(encodedOut(s, 0), encodedOut(s, 0, kRail), M_ * stride_));
     const size_t mine = c_.encodedBytes(realSlice(self(), s));
     return postRailExchange(
-        *rail_, step(s, 0), exchange(s, 0), [&](int j) { return encodedOut(s, j); },
-        [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); }, [&](int j) { return encodedIn(s, j); },
-        [&](int) { return mine; });
+        *rail_, step(s, 0), exchange(s, 0), [&](int j) { return encodedOut(s, j, kRail); },
+        [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); },
+        [&](int j) { return encodedIn(s, j, kRail); }, [&](int) { return mine; });
   }
 
   // Stage A's node phase: slice s of every block, plus the residual
@@ -230,6 +243,7 @@ class CompressedPipeline {
   // Stage B.
   Status reduce(size_t s) {
     FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 0), 2 * static_cast<size_t>(M_ - 1)));
+    FW_RETURN_IF_ERROR(fromRail(encodedIn(s, 0, kRail), encodedIn(s, 0), M_ * stride_));
     const size_t len = realSlice(self(), s);
     for (int j = 0; j < M_; ++j) {
       kernels::CodecStep add = step(kernels::CodecStep::Op::DecodeAdd, j == m_ ? encodedOut(s, j) : encodedIn(s, j),
@@ -246,14 +260,17 @@ class CompressedPipeline {
     const float weight = average ? static_cast<float>(ctx_.size()) : 1.f;
     FW_RETURN_IF_ERROR(encode(acc_, fwFloat32, nullptr, len, reducedOut(s), kernels::Lost{residual, weight, true}));
     const size_t mine = c_.encodedBytes(len);
+    FW_RETURN_IF_ERROR(toRail(reducedOut(s), reducedOut(s, kRail), stride_));
     return postRailExchange(
-        *rail_, step(s, 1), exchange(s, 1), [&](int) { return reducedOut(s); }, [&](int) { return mine; },
-        [&](int j) { return reducedIn(s, j); }, [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); });
+        *rail_, step(s, 1), exchange(s, 1), [&](int) { return reducedOut(s, kRail); }, [&](int) { return mine; },
+        [&](int j) { return reducedIn(s, j, kRail); },
+        [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); });
   }
 
   // Stage C (allreduce).
   Status decodeAll(size_t s) {
     FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 1), 2 * static_cast<size_t>(M_ - 1)));
+    FW_RETURN_IF_ERROR(fromRail(reducedIn(s, 0, kRail), reducedIn(s, 0), M_ * stride_));
     const size_t piece = sliceLen_ * es_;
     for (int j = 0; j < M_; ++j) {
       const int q = owner(j, d_);
@@ -290,7 +307,9 @@ class CompressedPipeline {
   CollectiveContext* rail_ = nullptr;
   size_t blockLen_ = 0, sliceLen_ = 0, slices_ = 0;
   size_t slots_ = 0, stride_ = 0, slotBytes_ = 0;
-  char* slotBase_ = nullptr;
+  bool staged_ = false;  // the rail works in other memory than the data (device data, pinned rail)
+  char* workBase_ = nullptr;
+  char* railBase_ = nullptr;
   char* packed_ = nullptr;
   char* partial_ = nullptr;
   char* shared_ = nullptr;

@@ -167,14 +167,19 @@ Selection Selector::select(const SelectionKey& key) const {
   const bool compressedReduction =
       key.compressed && (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter);
   if (compressedReduction) {
-    // Compression runs on the buffers' memory: UCX reaches device memory,
-    // or the caller hears it cannot (staged rails are not supported). NCCL
-    // serves the node phase of compressed two-phase where it reaches a
-    // node's ranks.
+    // Compression runs on the buffers' memory; the rails carry the encoded
+    // pieces on device memory (UCX reaching it) or through pinned memory.
+    // NCCL serves the node phase of compressed two-phase where it reaches
+    // a node's ranks.
     s.algorithm = compressedAlgorithm(key);
     if (key.onDevice) {
       s.node = s.rail = routes_.ucx();
-      if (s.algorithm == Algorithm::CompressedTwoPhase && routes_.ncclInNodes && key.ncclRunsIt) s.node = Provider::Nccl;
+      if (s.algorithm == Algorithm::CompressedTwoPhase && routes_.ncclInNodes && key.ncclRunsIt) {
+        s.node = Provider::Nccl;
+      } else if (s.algorithm == Algorithm::CompressedTwoPhase && !routes_.ucxDirect) {
+        // Its node phase would be UCX rings on device memory UCX cannot reach.
+        s.algorithm = Algorithm::CompressedFlat;
+      }
     }
   } else if (!key.onDevice) {
     s.algorithm = hostAlgorithm(key);

@@ -216,7 +216,7 @@ Status DeviceCollectives::ensureNodePhase() {
                                   &busId)
                          .withContext("the node's NCCL communicator"));
   nodePhase_ = std::make_unique<NativeNodePhase>(device_, timeoutMs_, std::move(native));
-  if (!ucxDirect()) railSpace_ = std::make_unique<PinnedDataSpace>(device_);
+  if (!ucxDirect()) pinnedRail();
   FW_LOG(Info, Coll, "rank %d: two-phase on device buffers: NCCL over node %d (%d ranks, GPU %s), rail over %s",
          rank, node, layout.localSizeOf(rank), busId.c_str(), ucxDirect() ? "UCX on device memory" : "UCX through pinned host memory");
   return Status::ok();
@@ -239,12 +239,19 @@ DeviceDataSpace& DeviceCollectives::deviceSpace() {
   return *deviceSpace_;
 }
 
-Status DeviceCollectives::runDirect(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence) {
+Status DeviceCollectives::runDirect(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence,
+                                     bool stagedRail) {
   Communicator::Reserved how;
   how.chosen = true;
   how.algorithm = algorithm;
   how.space = &deviceSpace();
+  if (stagedRail) how.hierarchy.rail = &pinnedRail();
   return comm_.runReserved(a, sequence, how);
+}
+
+PinnedDataSpace& DeviceCollectives::pinnedRail() {
+  if (!railSpace_) railSpace_ = std::make_unique<PinnedDataSpace>(device_);
+  return *railSpace_;
 }
 
 // The selection table decides; each branch is one provider.
@@ -255,18 +262,17 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   const Selection chosen = comm_.selector().select(key);
   if (chosen.algorithm == Algorithm::Native) return runNative(a, stream);
   const Algorithm algorithm = chosen.algorithm;
-  if (isCompressedAlgorithm(algorithm) && chosen.rail != Provider::DeviceUcx) {
-    return Status(fwNotAvailable, "compressed collectives on device buffers need UCX to reach device memory "
-                                  "(a CUDA-aware UCX; FAIRWAY_UCX_DEVICE_MEMORY=direct); here it is staged");
-  }
   if (chosen.node == Provider::Nccl) {
     FW_RETURN_IF_ERROR(ensureNodePhase());
     return enqueueOnWorker(stream, 1,
                            [this, a, algorithm](uint32_t sequence) { return runTwoPhase(a, algorithm, sequence); });
   }
-  if (chosen.rail == Provider::DeviceUcx) {
-    return enqueueOnWorker(stream, 1,
-                           [this, a, algorithm](uint32_t sequence) { return runDirect(a, algorithm, sequence); });
+  // Compressed: on the device memory, its rail there or staged.
+  if (chosen.rail == Provider::DeviceUcx || isCompressedAlgorithm(algorithm)) {
+    const bool stagedRail = chosen.rail != Provider::DeviceUcx;
+    return enqueueOnWorker(stream, 1, [this, a, algorithm, stagedRail](uint32_t sequence) {
+      return runDirect(a, algorithm, sequence, stagedRail);
+    });
   }
   return enqueueStaged(a, algorithm, stream);
 }

@@ -79,7 +79,10 @@ class DeviceCollectives {
   // UCX on the device buffers themselves: the host algorithm, its copies
   // and reductions on the device (DeviceDataSpace).
   bool ucxDirect() const;
-  Status runDirect(const CollectiveArgs& args, Algorithm algorithm, uint32_t sequence);
+  // stagedRail (compressed algorithms only): the rail exchanges go through
+  // pinned host memory, the data stays on the device.
+  Status runDirect(const CollectiveArgs& args, Algorithm algorithm, uint32_t sequence, bool stagedRail = false);
+  PinnedDataSpace& pinnedRail();
   DeviceDataSpace& deviceSpace();
   size_t messageSlices(size_t bytes) const;
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
@@ -107,7 +110,7 @@ class DeviceCollectives {
   StagingBuffer slices_[2];
   StagingBuffer whole_[2];  // send and receive sides of a block-sliced collective
   std::unique_ptr<DeviceDataSpace> deviceSpace_;
-  std::unique_ptr<PinnedDataSpace> railSpace_;   // the staged rail of two-phase
+  std::unique_ptr<PinnedDataSpace> railSpace_;   // the staged rail of two-phase and compressed collectives
   std::unique_ptr<NativeNodePhase> nodePhase_;   // made by the caller's thread, used by the worker
 };
 

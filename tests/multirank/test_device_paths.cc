@@ -421,9 +421,9 @@ std::vector<DeviceCase> deviceCases() {
 // Compressed allreduce and reduce-scatter on device buffers: the same
 // algorithm as on host buffers, its steps on the device runtime (here the
 // host's kernels on a stream, so the flat results are the host run's bits,
-// error-feedback residual included); across two nodes with the stand-in
-// for NCCL as the node phase; refused with fwNotAvailable where UCX cannot
-// reach device memory (staged).
+// error-feedback residual included), with the encoded pieces on the device
+// (direct) or copied through pinned memory (staged); and across two nodes
+// with the stand-in for NCCL as the node phase, the rail direct or staged.
 class DeviceCompression : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceCompression, MatchesTheHostRun) {
@@ -431,9 +431,10 @@ TEST_P(DeviceCompression, MatchesTheHostRun) {
   auto outcomes = runRanks(4, [path](const RankContext& ctx) {
     int failures = 0;
     usePath(path);
-    if (path == kNcclDirect) setenv("FAIRWAY_NODE_ID", ctx.rank < 2 ? "a" : "b", 1);
-    setenv("FAIRWAY_ALGO", path == kNcclDirect ? "allreduce:compressed_twophase;reducescatter:compressed_twophase"
-                                               : "allreduce:compressed_flat;reducescatter:compressed_flat", 1);
+    const bool twoNodes = path == kNcclDirect || path == kNcclStaged;
+    if (twoNodes) setenv("FAIRWAY_NODE_ID", ctx.rank < 2 ? "a" : "b", 1);
+    setenv("FAIRWAY_ALGO", twoNodes ? "allreduce:compressed_twophase;reducescatter:compressed_twophase"
+                                    : "allreduce:compressed_flat;reducescatter:compressed_flat", 1);
     fwComm_t comm = nullptr;
     if (initComm(ctx, &comm) != 0) return 1;
     fwStream_t stream = emulatedDevice()->createStream();
@@ -458,16 +459,12 @@ TEST_P(DeviceCompression, MatchesTheHostRun) {
                          : fwReduceScatterCompressed(send, recv, count / 4, fwFloat32, fwAvg, c, comm, s);
       };
       const fwResult_t device = call(in, out, &onDevice, stream);
-      if (path == kStaged) {
-        RANK_CHECK(ctx, device == fwNotAvailable, "the staged path should refuse compression");
-        continue;
-      }
       RANK_CHECK(ctx, device == fwSuccess, "compressed call on device buffers");
       RANK_CHECK(ctx, synchronizeStream(stream) == 0, "stream");
       RANK_CHECK(ctx, call(input.data(), hostOut.data(), &onHost, nullptr) == fwSuccess, "the same on host buffers");
       const bool sameBits = std::memcmp(out, hostOut.data(), outCount * 4) == 0 &&
                             std::memcmp(residual, hostResidual.data(), count * 4) == 0;
-      if (path == kDirect) RANK_CHECK(ctx, sameBits, "device and host results or residuals differ");
+      if (!twoNodes) RANK_CHECK(ctx, sameBits, "device and host results or residuals differ");
       // Against the exact result (two-phase's node phase may sum in another order).
       double err = 0, norm = 0;
       const float* got = static_cast<const float*>(out);
@@ -489,7 +486,8 @@ TEST_P(DeviceCompression, MatchesTheHostRun) {
   expectEveryRankPassed(outcomes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, DeviceCompression, ::testing::Values(kDirect, kNcclDirect, kStaged), pathName);
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceCompression, ::testing::Values(kDirect, kStaged, kNcclDirect, kNcclStaged),
+                         pathName);
 
 class DeviceSweep : public ::testing::TestWithParam<int> {};
 
