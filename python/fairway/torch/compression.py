@@ -7,10 +7,10 @@ Wire formats: "fp16" and "bf16" casts, "int8" and "int4" blocks of
 scale. Each element is quantized at most twice end to end (once for a
 reduce-scatter): across nodes of equal size the node sums in full precision
 first and only the rails carry the compressed bytes. float32, float16 and
-bfloat16 tensors, on CPU or (where UCX reaches GPU memory) CUDA; sum or
-average. A `residual` (float32, one element
-per input element, zeros at first) turns on error feedback: each call adds
-it to the input and leaves in it what the quantization lost.
+bfloat16 tensors, on CPU or CUDA; sum or average. A `residual` (float32,
+one element per input element, zeros at first, on the tensor's device)
+turns on error feedback: each call adds it to the input and leaves in it
+what the quantization lost.
 """
 import math
 
