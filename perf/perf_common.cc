@@ -1,6 +1,5 @@
 #include "perf/perf_common.h"
 
-#include <getopt.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -13,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "core/compression.h"
+#include "core/datatype.h"
 #include "perf/check_data.h"
-#include "perf/parse_number.h"
 #include "perf/perf_memory.h"
+#include "perf/perf_options.h"
 
 namespace fairway::perf {
 
@@ -24,24 +25,6 @@ void* ownBlockOfRecv(const PerfBuffers& b) {
 }
 
 namespace {
-
-struct Options {
-  size_t minBytes = 32 << 20;
-  size_t maxBytes = 32 << 20;
-  double stepFactor = 0;  // 0: grow by stepBytes instead
-  size_t stepBytes = 1 << 20;
-  int iters = 20;
-  int warmup = 5;
-  int check = 1;
-  int root = 0;
-  int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max
-  std::vector<fwDataType_t> types{fwFloat32};
-  std::vector<fwRedOp_t> ops{fwSum};
-  std::string jsonPath;   // -J: also write the results here as JSON
-  Memory memory = Memory::Host;  // -m
-  fwCompression_t compression = FW_COMPRESSION_INITIALIZER;  // -q, -B
-  bool compressed() const { return compression.kind != fwCompressNone; }
-};
 
 // One row of the table, kept for -J.
 struct Row {
@@ -69,109 +52,6 @@ uint64_t wrongValues(const std::vector<Row>& rows) {
   return wrong;
 }
 
-const char* kTypeNames[] = {"int8",  "uint8",  "int32",      "uint32",    "int64", "uint64",
-                            "half",  "bfloat16", "float",     "double",    "float8e4m3", "float8e5m2"};
-const fwDataType_t kTypeOrder[] = {fwInt8,    fwUint8,    fwInt32,   fwUint32,  fwInt64,      fwUint64,
-                                   fwFloat16, fwBfloat16, fwFloat32, fwFloat64, fwFloat8e4m3, fwFloat8e5m2};
-constexpr size_t kTypeCount = sizeof(kTypeOrder) / sizeof(kTypeOrder[0]);
-const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
-const char* kCompressionNames[] = {"none", "fp16", "bf16", "int8", "int4"};
-
-const char* typeName(fwDataType_t t) {
-  for (size_t i = 0; i < kTypeCount; ++i) if (kTypeOrder[i] == t) return kTypeNames[i];
-  return "?";
-}
-
-void usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
-               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json] [-m host|cuda]\n"
-               "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double float8e4m3 float8e5m2;\n"
-               "  ops: sum prod max min avg\n"
-               "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
-               "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
-               "  -J: write the rows and the summary as JSON to file.json (rank 0)\n"
-               "  -m: buffers in host memory (default) or on this rank's GPU (local rank mod GPUs)\n"
-               "  -q none|fp16|bf16|int8|int4 [-B blocksize]: the compressed collective (allreduce, reduce-scatter;\n"
-               "     allgather: fp16, bf16) on float, half or bfloat16 data; busbw counts the uncompressed size and\n"
-               "     the #wrong columns show the relative L2 error against the full-precision result instead\n",
-               argv0);
-}
-
-bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
-  int c;
-  while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:d:o:r:a:z:J:m:q:B:h")) != -1) {
-    bool ok = true;
-    switch (c) {
-      case 'b': ok = parseSize(optarg, &o->minBytes); break;
-      case 'e': ok = parseSize(optarg, &o->maxBytes); break;
-      case 'f': ok = parseFactor(optarg, &o->stepFactor) && o->stepFactor > 1.0; break;
-      case 'i': ok = parseSize(optarg, &o->stepBytes) && o->stepBytes > 0; o->stepFactor = 0; break;
-      case 'n': ok = parseInt(optarg, &o->iters) && o->iters > 0; break;
-      case 'w': ok = parseInt(optarg, &o->warmup); break;
-      case 'c': ok = parseInt(optarg, &o->check); break;
-      case 'r': ok = parseInt(optarg, &o->root); break;
-      case 'a': ok = parseInt(optarg, &o->average) && o->average <= 3; break;
-      case 'z': {  // host calls always return complete, so 0 and 1 time the same: validated only
-        int blocking = 0;
-        ok = parseInt(optarg, &blocking) && blocking <= 1;
-        break;
-      }
-      case 'J': o->jsonPath = optarg; ok = !o->jsonPath.empty(); break;
-      case 'm':
-        ok = !std::strcmp(optarg, "host") || !std::strcmp(optarg, "cuda");
-        o->memory = !std::strcmp(optarg, "cuda") ? Memory::Cuda : Memory::Host;
-        break;
-      case 'q': {
-        ok = false;
-        for (int i = 0; i < fwNumCompressions; ++i) {
-          if (std::strcmp(optarg, kCompressionNames[i]) == 0) {
-            o->compression.kind = static_cast<fwCompressKind_t>(i);
-            ok = true;
-          }
-        }
-        break;
-      }
-      case 'B': ok = parseInt(optarg, &o->compression.blockSize) && o->compression.blockSize > 0; break;
-      case 'd': {
-        o->types.clear();
-        for (size_t i = 0; i < kTypeCount; ++i) {
-          if (std::strcmp(optarg, "all") == 0 || std::strcmp(optarg, kTypeNames[i]) == 0) o->types.push_back(kTypeOrder[i]);
-        }
-        ok = !o->types.empty();
-        break;
-      }
-      case 'o': {
-        o->ops.clear();
-        for (int i = 0; i < 5; ++i) {
-          if (std::strcmp(optarg, "all") == 0 || std::strcmp(optarg, kOpNames[i]) == 0) o->ops.push_back(static_cast<fwRedOp_t>(i));
-        }
-        ok = !o->ops.empty();
-        break;
-      }
-      default: ok = false;
-    }
-    if (!ok) {
-      if (c != 'h') std::fprintf(stderr, "%s: bad value for -%c: %s\n", argv[0], c, optarg ? optarg : "");
-      return false;
-    }
-  }
-  if (o->minBytes > o->maxBytes) {
-    std::fprintf(stderr, "%s: -b %zu is larger than -e %zu\n", argv[0], o->minBytes, o->maxBytes);
-    return false;
-  }
-  if (!usesOp) o->ops = {fwSum};
-  if (o->compressed()) {
-    for (fwDataType_t t : o->types) {
-      if (t != fwFloat32 && t != fwFloat16 && t != fwBfloat16) {
-        std::fprintf(stderr, "%s: -q %s compresses float, half or bfloat16 data, not %s\n", argv[0],
-                     kCompressionNames[o->compression.kind], typeName(t));
-        return false;
-      }
-    }
-  }
-  return optind == argc;
-}
 
 #define FW_CHECK(call)                                                                               \
   do {                                                                                               \
@@ -271,7 +151,7 @@ class Sweep {
   }
 
   void printRow(const Row& r) const {
-    std::printf("%12zu  %12zu  %8s  %6s  %6d", r.bytes, r.count, typeName(r.type), c_.usesOp ? kOpNames[r.op] : "none",
+    std::printf("%12zu  %12zu  %8s  %6s  %6d", r.bytes, r.count, datatypeName(r.type), c_.usesOp ? opName(r.op) : "none",
                 r.root);
     for (int p = 0; p < 2; ++p) {
       if (p == 1 && !r.hasInPlace) {
@@ -402,7 +282,7 @@ bool writeJson(const std::string& path, const PerfCollective& c, const Options& 
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     std::fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d",
-                 i ? "," : "", r.bytes, r.count, typeName(r.type), c.usesOp ? kOpNames[r.op] : "none", r.root);
+                 i ? "," : "", r.bytes, r.count, datatypeName(r.type), c.usesOp ? opName(r.op) : "none", r.root);
     for (int p = 0; p < 2; ++p) {
       const char* key = p == 0 ? "out_of_place" : "in_place";
       if (p == 1 && !r.hasInPlace) {
@@ -431,7 +311,7 @@ void printHeader(const PerfCollective& c, const Options& o, int nranks) {
   if (o.compressed()) {
     std::printf("# compression: %s%s; busbw counts the uncompressed size; #wrong shows the relative L2 error "
                 "against the full-precision result\n#\n",
-                kCompressionNames[o.compression.kind],
+                compressionName(o.compression.kind),
                 o.compression.kind == fwCompressInt8 || o.compression.kind == fwCompressInt4
                     ? (", blocks of " + std::to_string(o.compression.blockSize ? o.compression.blockSize : 256)).c_str()
                     : "");
