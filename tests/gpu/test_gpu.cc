@@ -194,6 +194,16 @@ TEST(Gpu, RanksOnSeparateNodesRunTwoPhase) {
   for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
 }
 
+// The CUDA plugin's runtime, loaded as the core loads it (null if it cannot be).
+std::unique_ptr<DeviceRuntime> loadCudaRuntime() {
+  void* plugin = dlopen(FAIRWAY_CUDA_DEVICE_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  auto entry = plugin ? reinterpret_cast<FairwayDeviceRuntimeEntry>(dlsym(plugin, FAIRWAY_DEVICE_RUNTIME_SYMBOL))
+                      : nullptr;
+  std::unique_ptr<DeviceRuntime> device;
+  if (entry == nullptr || !entry()->create(&device).isOk()) return nullptr;
+  return device;
+}
+
 // The first element where two results differ, or count: bit for bit,
 // except that any NaN equals any NaN (a GPU's arithmetic returns its one
 // canonical NaN where the CPU passes the operand's payload on).
@@ -227,11 +237,8 @@ TEST(Gpu, DeviceReductionsMatchTheHostLoops) {
   SKIP_WITHOUT_GPU();
   auto outcomes = runRanks(1, [](const RankContext& ctx) {
     int failures = 0;
-    void* plugin = dlopen(FAIRWAY_CUDA_DEVICE_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-    auto entry = plugin ? reinterpret_cast<FairwayDeviceRuntimeEntry>(dlsym(plugin, FAIRWAY_DEVICE_RUNTIME_SYMBOL))
-                        : nullptr;
-    std::unique_ptr<DeviceRuntime> device;
-    RANK_CHECK(ctx, entry != nullptr && entry()->create(&device).isOk(), "loading the CUDA runtime plugin");
+    std::unique_ptr<DeviceRuntime> device = loadCudaRuntime();
+    RANK_CHECK(ctx, device != nullptr, "loading the CUDA runtime plugin");
     if (!device) return failures;
     constexpr size_t kCount = 100003;
     std::mt19937_64 random(42);
@@ -287,11 +294,8 @@ TEST(Gpu, CompressionKernelsMatchTheHost) {
   SKIP_WITHOUT_GPU();
   auto outcomes = runRanks(1, [](const RankContext& ctx) {
     int failures = 0;
-    void* plugin = dlopen(FAIRWAY_CUDA_DEVICE_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-    auto entry = plugin ? reinterpret_cast<FairwayDeviceRuntimeEntry>(dlsym(plugin, FAIRWAY_DEVICE_RUNTIME_SYMBOL))
-                        : nullptr;
-    std::unique_ptr<DeviceRuntime> device;
-    RANK_CHECK(ctx, entry != nullptr && entry()->create(&device).isOk(), "loading the CUDA runtime plugin");
+    std::unique_ptr<DeviceRuntime> device = loadCudaRuntime();
+    RANK_CHECK(ctx, device != nullptr, "loading the CUDA runtime plugin");
     if (!device) return failures;
     void* stream = nullptr;
     RANK_CHECK(ctx, device->createStream(&stream).isOk(), "stream");
