@@ -72,6 +72,9 @@ class CollectiveContext {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The communicator's number for this collective (every phase shares it).
+  uint32_t sequence() const { return sequence_; }
+  uint8_t signature() const { return signature_; }
   size_t elementSize() const { return elementSize_; }
   const Reducer& reducer() const { return *reducer_; }
 

@@ -1,5 +1,6 @@
 // Hierarchical small-message collectives through node leaders (local rank
-// 0 of every node): the intra-node steps stay on shared memory and only
+// 0 of every node): the intra-node steps run on the node phase's provider
+// (the node's shared-memory segment, or binomial trees) and only
 // the leaders cross the network, in log2(M) steps instead of log2(N).
 // They need no particular layout: nodes of any size, ranks in any order.
 #include <cstring>
@@ -45,13 +46,13 @@ Status leaderAllreduce(CollectiveContext& ctx, const void* send, void* recv, siz
   const LeaderGroups g = leaderGroups(*ctx.layout(), ctx.rank());
   const Reducer phase = ctx.reducer().withoutFinalize();
   CollectiveContext node = ctx.over(g.node, &phase);
-  FW_RETURN_IF_ERROR(binomialReduce(node, send, recv, count, 0));
+  FW_RETURN_IF_ERROR(ctx.nodePhase().reduce(node, send, recv, count, 0));
   if (g.isLeader) {
     CollectiveContext leaders = ctx.over(g.leaders, &phase);
     FW_RETURN_IF_ERROR(recursiveDoublingAllreduce(leaders, recv, recv, count));
     FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), recv, count));
   }
-  return binomialBroadcast(node, recv, count, 0);
+  return ctx.nodePhase().broadcast(node, recv, count, 0);
 }
 
 // buf holds the data on root and receives it everywhere else.
@@ -66,7 +67,7 @@ Status leaderBroadcast(CollectiveContext& ctx, void* buf, size_t count, int root
     FW_RETURN_IF_ERROR(binomialBroadcast(leaders, buf, count, rootNode));
   }
   CollectiveContext node = ctx.over(g.node, nullptr);
-  return binomialBroadcast(node, buf, count, 0);
+  return ctx.nodePhase().broadcast(node, buf, count, 0);
 }
 
 // recv is written on root only.
@@ -82,7 +83,7 @@ Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t
   char* nodePartial = ctx.outerBytes(2 * bytes + 64);
   char* total = ctx.rank() == root ? static_cast<char*>(recv) : nodePartial + bytes;
   CollectiveContext node = ctx.over(g.node, &phase);
-  FW_RETURN_IF_ERROR(binomialReduce(node, send, nodePartial, count, 0));
+  FW_RETURN_IF_ERROR(ctx.nodePhase().reduce(node, send, nodePartial, count, 0));
   if (g.isLeader) {
     CollectiveContext leaders = ctx.over(g.leaders, &phase);
     FW_RETURN_IF_ERROR(binomialReduce(leaders, nodePartial, total, count, rootNode));

@@ -1,9 +1,11 @@
 // How the phases of a hierarchical algorithm are served. The algorithm is
-// written once (two_phase_*.cc); a Hierarchy says which provider runs its
-// intra-node phase and in which memory its rail phase works:
-//  - node phase: the ring over the node's ranks (point-to-point messages
-//    over UCX, in the collective's data space), or a native collective of
-//    the node (NCCL over the node's GPUs, on device memory);
+// written once (two_phase_*.cc, leader_collectives.cc); a Hierarchy says
+// which provider runs its intra-node phase and in which memory its rail
+// phase works:
+//  - node phase: the point-to-point algorithms over the node's ranks
+//    (messages over UCX, in the collective's data space), a native
+//    collective of the node (NCCL over the node's GPUs, on device memory),
+//    or the node's shared-memory segment (host memory);
 //  - rail phase: in the data space itself (host buffers, or device memory
 //    UCX reaches), or in pinned host memory the algorithm stages its
 //    slices through (device memory UCX cannot reach).
@@ -30,6 +32,15 @@ class NodePhase {
                                void* partial) = 0;
   // buf holds this rank's block of `blocks`; fills in the others.
   virtual Status allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) = 0;
+  // The node's rooted collectives (leaders), and the whole collectives a
+  // single-node communicator runs on a node provider. By default the
+  // point-to-point algorithms: binomial trees, the ring, dissemination.
+  // recv is written on root only.
+  virtual Status reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
+  // buf holds the data on root and receives it everywhere else.
+  virtual Status broadcast(CollectiveContext& node, void* buf, size_t count, int root);
+  virtual Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count);
+  virtual Status barrier(CollectiveContext& node);
 };
 
 // The ring algorithms over the node's ranks.

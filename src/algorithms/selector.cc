@@ -21,17 +21,19 @@ const std::vector<Candidates>& candidates() {
   static const std::vector<Candidates> table = {
       {CollectiveKind::AllReduce, "allreduce",
        {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::TwoPhase,
-        Algorithm::Leaders, Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase}},
+        Algorithm::Leaders, Algorithm::SharedMemory, Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase}},
       {CollectiveKind::ReduceScatter, "reducescatter",
-       {Algorithm::Ring, Algorithm::TwoPhase, Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase}},
-      {CollectiveKind::AllGather, "allgather", {Algorithm::Ring, Algorithm::Bruck, Algorithm::TwoPhase}},
-      {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial, Algorithm::Leaders}},
-      {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial, Algorithm::Leaders}},
+       {Algorithm::Ring, Algorithm::TwoPhase, Algorithm::SharedMemory, Algorithm::CompressedFlat,
+        Algorithm::CompressedTwoPhase}},
+      {CollectiveKind::AllGather, "allgather",
+       {Algorithm::Ring, Algorithm::Bruck, Algorithm::TwoPhase, Algorithm::SharedMemory}},
+      {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial, Algorithm::Leaders, Algorithm::SharedMemory}},
+      {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial, Algorithm::Leaders, Algorithm::SharedMemory}},
       {CollectiveKind::AllToAll, "alltoall", {Algorithm::Pairwise}},
       {CollectiveKind::AllToAllv, "alltoallv", {Algorithm::Pairwise}},
       {CollectiveKind::Gather, "gather", {Algorithm::Linear}},
       {CollectiveKind::Scatter, "scatter", {Algorithm::Linear}},
-      {CollectiveKind::Barrier, "barrier", {Algorithm::Dissemination}},
+      {CollectiveKind::Barrier, "barrier", {Algorithm::Dissemination, Algorithm::SharedMemory}},
   };
   return table;
 }
@@ -39,7 +41,8 @@ const std::vector<Candidates>& candidates() {
 const Algorithm kAllAlgorithms[] = {Algorithm::Ring,      Algorithm::Rabenseifner, Algorithm::RecursiveDoubling,
                                     Algorithm::Bruck,     Algorithm::Binomial,     Algorithm::Pairwise,
                                     Algorithm::Linear,    Algorithm::Dissemination, Algorithm::TwoPhase,
-                                    Algorithm::Leaders,   Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase};
+                                    Algorithm::Leaders,   Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase,
+                                    Algorithm::SharedMemory};
 
 ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter);
 
@@ -66,6 +69,7 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::Native: return "nccl";
     case Algorithm::CompressedFlat: return "compressed_flat";
     case Algorithm::CompressedTwoPhase: return "compressed_twophase";
+    case Algorithm::SharedMemory: return "shm";
   }
   return "?";
 }
@@ -80,6 +84,7 @@ const char* providerName(Provider provider) {
     case Provider::DeviceUcx: return "ucx on device memory";
     case Provider::StagedUcx: return "ucx staged through pinned memory";
     case Provider::Nccl: return "nccl";
+    case Provider::HostShm: return "shared memory";
   }
   return "?";
 }
@@ -119,6 +124,7 @@ Selector& Selector::operator=(const Selector& other) {
   intra_ = other.intra_;
   inter_ = other.inter_;
   routes_ = other.routes_;
+  sharedMemory_ = other.sharedMemory_;
   return *this;
 }
 
@@ -172,6 +178,9 @@ Selection Selector::select(const SelectionKey& key) const {
     // NCCL serves the node phase of compressed two-phase where it reaches
     // a node's ranks.
     s.algorithm = compressedAlgorithm(key);
+    if (!key.onDevice && sharedMemory_ && s.algorithm == Algorithm::CompressedTwoPhase) {
+      s.node = Provider::HostShm;  // its full-precision node phase
+    }
     if (key.onDevice) {
       s.node = s.rail = routes_.ucx();
       if (s.algorithm == Algorithm::CompressedTwoPhase && routes_.ncclInNodes && key.ncclRunsIt) {
@@ -183,6 +192,10 @@ Selection Selector::select(const SelectionKey& key) const {
     }
   } else if (!key.onDevice) {
     s.algorithm = hostAlgorithm(key);
+    const bool nodePhase = s.algorithm == Algorithm::SharedMemory || s.algorithm == Algorithm::TwoPhase ||
+                           s.algorithm == Algorithm::Leaders;
+    if (sharedMemory_ && nodePhase) s.node = Provider::HostShm;
+    if (s.algorithm == Algorithm::SharedMemory) s.rail = Provider::HostShm;  // flat: one provider
   } else if (forced == forced_.end() && routes_.ncclEverywhere && key.ncclRunsIt) {
     s.algorithm = Algorithm::Native;
     s.node = s.rail = Provider::Nccl;
@@ -214,8 +227,28 @@ Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
   if (forced == forced_.end() && layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
     algo = cheapestAcrossNodes(key);
   }
-  if (algo == Algorithm::Dissemination && key.kind != CollectiveKind::Barrier) {
-    return defaultOnOneNode(key.kind, key.bytes);  // no override, no model
+  if (algo == Algorithm::Dissemination && (key.kind != CollectiveKind::Barrier || forced == forced_.end())) {
+    return defaultOnOneNode(key);  // no override, no model
+  }
+  if (algo == Algorithm::SharedMemory) {
+    const char* why = layout == nullptr             ? "it runs on whole communicators only"
+                      : layout->nodeCount() > 1     ? "the ranks span several nodes (two-phase and leaders use it "
+                                                      "inside each node)"
+                      : !sharedMemory_              ? "this node has no shared-memory segment (see the INFO log "
+                                                      "of communicator creation)"
+                                                    : nullptr;
+    if (why != nullptr) {
+      SelectionKey without = key;
+      without.layout = nullptr;  // the point-to-point crossovers
+      algo = defaultOnOneNode(without);
+      static std::atomic<unsigned> warned{0};
+      const unsigned bit = 1u << static_cast<unsigned>(key.kind);
+      if ((warned.fetch_or(bit) & bit) == 0) {
+        FW_LOG(Warn, Algo, "%s: shm cannot run because %s; using %s", collectiveName(key.kind), why,
+               algorithmName(algo));
+      }
+    }
+    return algo;
   }
   if (algo == Algorithm::TwoPhase || algo == Algorithm::Leaders) {
     const bool twoPhase = algo == Algorithm::TwoPhase;
@@ -225,7 +258,7 @@ Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
                       : twoPhase && !layout->uniform()       ? "the nodes hold different numbers of ranks"
                                                              : nullptr;
     if (why != nullptr) {
-      algo = defaultOnOneNode(key.kind, key.bytes);
+      algo = defaultOnOneNode(key);
       static std::atomic<unsigned> warned{0};
       const unsigned bit = 1u << static_cast<unsigned>(key.kind);
       if ((warned.fetch_or(bit) & bit) == 0) {
@@ -265,7 +298,17 @@ Algorithm Selector::compressedAlgorithm(const SelectionKey& key) const {
              : Algorithm::CompressedFlat;
 }
 
-Algorithm Selector::defaultOnOneNode(CollectiveKind kind, size_t bytes) const {
+// One node: the shared-memory provider where the node has its segment and
+// the call is a whole communicator's; else the point-to-point crossovers.
+Algorithm Selector::defaultOnOneNode(const SelectionKey& key) const {
+  const CollectiveKind kind = key.kind;
+  const size_t bytes = key.bytes;
+  const bool shmKind = kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
+                       kind == CollectiveKind::AllGather || kind == CollectiveKind::Broadcast ||
+                       kind == CollectiveKind::Reduce || kind == CollectiveKind::Barrier;
+  if (shmKind && sharedMemory_ && key.layout != nullptr && key.layout->nodeCount() == 1) {
+    return Algorithm::SharedMemory;
+  }
   switch (kind) {
     case CollectiveKind::AllReduce:
       return bytes >= kAllreduceRingFromBytes ? Algorithm::Ring : Algorithm::RecursiveDoubling;

@@ -27,6 +27,9 @@ enum class Algorithm {
   // every rank on its own, or full precision inside nodes. Compressed
   // allgather runs a plain allgather over its wire format.
   CompressedFlat, CompressedTwoPhase,
+  // The node's shared-memory provider over a single-node communicator
+  // (comm/shm/): allreduce, reduce-scatter, allgather, broadcast, reduce, barrier.
+  SharedMemory,
 };
 bool isCompressedAlgorithm(Algorithm algorithm);
 const char* algorithmName(Algorithm algorithm);
@@ -37,6 +40,7 @@ enum class Provider {
   DeviceUcx,  // the same algorithms, UCX on the device memory itself
   StagedUcx,  // the same algorithms on pinned host copies of device memory
   Nccl,       // NCCL's collective, on the caller's stream
+  HostShm,    // the node's shared-memory segment, host memory
 };
 const char* providerName(Provider provider);
 
@@ -92,6 +96,11 @@ class Selector {
   // The link parameters of the cost model (FAIRWAY_INTRA_LINK / _INTER_LINK).
   void setLinks(const LinkModel& intra, const LinkModel& inter);
   void setDeviceRoutes(const DeviceRoutes& routes) { routes_ = routes; }
+  // Whether this rank's node has its shared-memory segment (the same on
+  // every rank of a node). It serves host collectives on one node and the
+  // node phase of two-phase and leaders.
+  void setSharedMemory(bool available) { sharedMemory_ = available; }
+  bool sharedMemory() const { return sharedMemory_; }
   const DeviceRoutes& deviceRoutes() const { return routes_; }
 
   // The table. Host buffers: FAIRWAY_ALGO, then across uniform nodes the
@@ -110,7 +119,7 @@ class Selector {
 
  private:
   Algorithm hostAlgorithm(const SelectionKey& key) const;
-  Algorithm defaultOnOneNode(CollectiveKind kind, size_t bytes) const;
+  Algorithm defaultOnOneNode(const SelectionKey& key) const;
   Algorithm cheapestAcrossNodes(const SelectionKey& key) const;
   Algorithm compressedAlgorithm(const SelectionKey& key) const;
   double predict(const SelectionKey& key, Algorithm algorithm) const;
@@ -120,6 +129,7 @@ class Selector {
   LinkModel intra_ = kDefaultIntraLink;
   LinkModel inter_ = kDefaultInterLink;
   DeviceRoutes routes_;
+  bool sharedMemory_ = false;
   // Choices already logged: (collective, on device, log2 of the size).
   mutable std::mutex loggedMutex_;
   mutable std::set<std::tuple<int, bool, int>> logged_;

@@ -6,15 +6,6 @@
 
 namespace fairway {
 
-Status RingNodePhase::reduceScatter(CollectiveContext& node, const void* send, void* out, const ChunkLayout& blocks,
-                                    void* partial) {
-  return ringReduceScatter(node, send, out, blocks, partial);
-}
-
-Status RingNodePhase::allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
-  return ringAllgather(node, buf, blocks);
-}
-
 Status twoPhaseGroups(const RankLayout& layout, int rank, TwoPhaseGroups* out) {
   if (!layout.uniform()) {
     return Status(fwInvalidUsage, "two-phase needs the same number of ranks on every node, not " + layout.describe());

@@ -191,6 +191,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
          rank, size, layout.nodeOf(rank), layout.nodeCount(), layout.describe().c_str(), localRank,
          layout.localSizeOf(rank), processesOnHost, cpus, oversubscribed ? "yield the core" : "keep the core");
   out->reset(new Communicator(config, selector, std::move(messenger), layout, plan, machine, net));
+  FW_RETURN_IF_ERROR((*out)->attachSharedMemory());
   // The cost model matters only across nodes.
   if (config.measureLinks && layout.nodeCount() > 1) FW_RETURN_IF_ERROR((*out)->adoptMeasuredLinks());
   return Status::ok();
@@ -300,11 +301,18 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
                         collectiveSignature(how.whole != nullptr ? *how.whole : args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
-  ctx.setHierarchy(how.hierarchy);
   Algorithm algorithm = how.algorithm;
   if (!how.chosen) {
     algorithm = selector_.select(selectionKeyOf(args, groupSize, group.empty() ? &layout_ : nullptr, false)).algorithm;
   }
+  Hierarchy hierarchy = how.hierarchy;
+  if (shm_ && group.empty()) {
+    shm_->announce(sequence, ctx.signature());
+    // Host buffers inside the node go through its segment: a single-node
+    // communicator's whole collective, or a hierarchical one's node phase.
+    if (hierarchy.node == nullptr && how.space == nullptr) hierarchy.node = shm_.get();
+  }
+  ctx.setHierarchy(hierarchy);
   Status st;
   try {
     st = runCollective(ctx, args, algorithm);

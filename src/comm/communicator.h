@@ -15,6 +15,7 @@
 #include "comm/executor.h"
 #include "comm/messenger.h"
 #include "comm/scratch.h"
+#include "comm/shm/shm_node.h"
 #include "core/config.h"
 #include "comm/local_machine.h"
 #include "topo/net_device.h"
@@ -114,6 +115,9 @@ class Communicator {
                const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine, const NetDeviceChoice& net);
   // FAIRWAY_MEASURE_LINKS: measures the links and gives them to the selector.
   Status adoptMeasuredLinks();
+  // Maps the node's shared-memory segment (communicator_shm.cc); where it
+  // cannot, says why and leaves the node's host collectives to UCX.
+  Status attachSharedMemory();
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
   Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
                  const Reserved& how);
@@ -135,6 +139,7 @@ class Communicator {
   std::vector<uint64_t> sentTo_;
   std::vector<uint64_t> receivedFrom_;
   std::unique_ptr<DeviceCollectives> device_;  // null on machines without a CUDA device
+  std::unique_ptr<SharedMemoryNode> shm_;      // null where the node has no segment
   Executor executor_;  // last: its worker must stop before the rest goes
 };
 

@@ -270,13 +270,25 @@ void Messenger::cancel(Pending* list, size_t count) {
 }
 
 Status Messenger::diagnoseStall(const Pending* list, size_t count) {
-  FW_RETURN_IF_ERROR(checkAbortNotice());
-  for (auto& transport : routes_.transports) {
-    int lost = transport->firstFailedPeer();
-    if (lost >= 0) return Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost));
-  }
-  FW_RETURN_IF_ERROR(findDeadLocalPeer());
+  FW_RETURN_IF_ERROR(checkHealth());
   return findMismatchedPeer(list, count);
+}
+
+Status Messenger::checkHealth() {
+  FW_RETURN_IF_ERROR(checkAbortNotice());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& transport : routes_.transports) {
+      int lost = transport->firstFailedPeer();
+      if (lost >= 0) return Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost));
+    }
+  }
+  return findDeadLocalPeer();
+}
+
+void Messenger::progressIfIdle() {
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (lock.owns_lock()) progressAll();
 }
 
 Status Messenger::checkAbortNotice() {

@@ -57,6 +57,14 @@ class Messenger {
   Status test(Pending* p, bool* done);
   void cancel(Pending* list, size_t count);
 
+  // For waits outside the transports (the node's shared memory): a peer's
+  // failure notice, a lost connection or a local peer process that exited,
+  // as an error naming the rank; ok while none is seen.
+  Status checkHealth();
+  // One round of progress on every transport, unless another thread is
+  // inside them: posted messages keep moving while a caller waits elsewhere.
+  void progressIfIdle();
+
   // The failure that broke the communicator (ok while healthy).
   Status brokenStatus() const;
   // Breaks the communicator with why (the first failure wins) and, unless
@@ -67,6 +75,8 @@ class Messenger {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
+  // Whether idle waits give the core away (more ranks than CPUs here).
+  bool yieldsWhenIdle() const { return yieldWhenIdle_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
 
  private:

@@ -63,6 +63,11 @@ Status ringAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv
   FW_RETURN_IF_ERROR(ctx.copy(ctx.at(recv, count * ctx.rank()), send, count));
   return ringAllgather(ctx, recv, equalChunks(count, ctx.size()));
 }
+// The same on the node's provider (a single-node communicator's segment).
+Status nodeAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  FW_RETURN_IF_ERROR(ctx.copy(ctx.at(recv, count * ctx.rank()), send, count));
+  return ctx.nodePhase().allgather(ctx, recv, equalChunks(count, ctx.size()));
+}
 }  // namespace
 
 Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm algo) {
@@ -84,6 +89,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
         case Algorithm::RecursiveDoubling: return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::TwoPhase: return twoPhaseAllreduce(ctx, a.send, a.recv, a.count);
         case Algorithm::Leaders: return leaderAllreduce(ctx, a.send, a.recv, a.count);
+        case Algorithm::SharedMemory: return ctx.nodePhase().allreduce(ctx, a.send, a.recv, a.count);
         default: return rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
       }
     }
@@ -94,6 +100,9 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       if (algo == Algorithm::TwoPhase) {
         return twoPhaseReduceScatter(ctx, a.send, a.recv, a.count);
       }
+      if (algo == Algorithm::SharedMemory) {
+        return ctx.nodePhase().reduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), nullptr);
+      }
       // Partial sums need a buffer laid out like send; send is the caller's
       // and keeps its contents (beyond recv's chunk when in place).
       void* partial = ctx.stagingBytes(a.count * n * es);
@@ -102,13 +111,15 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
     case CollectiveKind::AllGather: {
       if (a.compression.active()) {
         // The plain algorithm chosen for the wire size, over the wire format.
-        PlainAllgather plain = algo == Algorithm::TwoPhase ? twoPhaseAllgather
-                               : algo == Algorithm::Bruck  ? bruckAllgather
-                                                           : ringAllgatherInPlace;
+        PlainAllgather plain = algo == Algorithm::TwoPhase       ? twoPhaseAllgather
+                               : algo == Algorithm::Bruck        ? bruckAllgather
+                               : algo == Algorithm::SharedMemory ? nodeAllgatherInPlace
+                                                                 : ringAllgatherInPlace;
         return compressedAllgather(ctx, a.send, a.recv, a.count, a.datatype, a.compression, plain);
       }
       if (algo == Algorithm::TwoPhase) return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
       if (algo == Algorithm::Bruck) return bruckAllgather(ctx, a.send, a.recv, a.count);
+      if (algo == Algorithm::SharedMemory) return nodeAllgatherInPlace(ctx, a.send, a.recv, a.count);
       return ringAllgatherInPlace(ctx, a.send, a.recv, a.count);
     }
     case CollectiveKind::Broadcast:
@@ -116,11 +127,13 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       if (algo == Algorithm::Leaders) {
         return leaderBroadcast(ctx, a.recv, a.count, a.root);
       }
+      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().broadcast(ctx, a.recv, a.count, a.root);
       return binomialBroadcast(ctx, a.recv, a.count, a.root);
     case CollectiveKind::Reduce:
       if (algo == Algorithm::Leaders) {
         return leaderReduce(ctx, a.send, a.recv, a.count, a.root);
       }
+      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().reduce(ctx, a.send, a.recv, a.count, a.root);
       return binomialReduce(ctx, a.send, a.recv, a.count, a.root);
     case CollectiveKind::AllToAll: {
       const void* send = a.send;
@@ -141,6 +154,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
     case CollectiveKind::Scatter:
       return linearScatter(ctx, a.send, a.recv, a.count, a.root);
     case CollectiveKind::Barrier:
+      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().barrier(ctx);
       return disseminationBarrier(ctx);
   }
   return Status(fwInternalError, "unknown collective");

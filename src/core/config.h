@@ -30,6 +30,8 @@ struct Config {
   int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
   std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx|nccl, every level
   std::string intraTransport = "auto"; // FAIRWAY_INTRA_TRANSPORT: auto|ucx|nccl, inside a node
+                                       // (ucx: no shared-memory segment for host buffers either)
+  size_t shmChunkBytes = 256 * 1024;   // FAIRWAY_SHM_CHUNK_BYTES: each local rank's round in the node's segment
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes
   std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
   std::map<std::string, CompressionRule> compressionRules;  // FAIRWAY_COMPRESS: collective -> rule

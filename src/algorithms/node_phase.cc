@@ -1,0 +1,30 @@
+#include "algorithms/node_phase.h"
+
+#include "algorithms/algorithms.h"
+
+namespace fairway {
+
+Status NodePhase::reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) {
+  return binomialReduce(node, send, recv, count, root);
+}
+
+Status NodePhase::broadcast(CollectiveContext& node, void* buf, size_t count, int root) {
+  return binomialBroadcast(node, buf, count, root);
+}
+
+Status NodePhase::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
+  return ringAllreduce(node, send, recv, count);
+}
+
+Status NodePhase::barrier(CollectiveContext& node) { return disseminationBarrier(node); }
+
+Status RingNodePhase::reduceScatter(CollectiveContext& node, const void* send, void* out, const ChunkLayout& blocks,
+                                    void* partial) {
+  return ringReduceScatter(node, send, out, blocks, partial);
+}
+
+Status RingNodePhase::allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
+  return ringAllgather(node, buf, blocks);
+}
+
+}  // namespace fairway

@@ -1,0 +1,129 @@
+// Attaching a communicator to its node's shared-memory segment, at
+// creation. Every communicator (a split's too) gets a segment of its own:
+// its local ranks, its chunk size, counters that start at zero, and no
+// collective of another communicator in its rounds.
+#include <algorithm>
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "comm/shm/shm_node.h"
+#include "core/log.h"
+
+namespace fairway {
+namespace {
+
+// What the node's leader tells its local ranks: the segment's name, or why
+// there is none.
+struct SegmentRecord {
+  int32_t created = 0;
+  char name[92] = {};
+  char reason[412] = {};
+};
+
+void setText(char* dst, size_t size, const std::string& text) {
+  std::snprintf(dst, size, "%s", text.c_str());
+}
+
+}  // namespace
+
+Status Communicator::attachSharedMemory() {
+  // Two collective numbers on every rank, used or not: the leader's record
+  // to its node, then whether every local rank mapped the segment.
+  const uint32_t base = nextSequence_;
+  nextSequence_ += 2;
+  const int node = layout_.nodeOf(rank());
+  const std::vector<int>& nodeRanks = layout_.ranksOfNode(node);
+  const int localRank = layout_.localRankOf(rank());
+  const int local = static_cast<int>(nodeRanks.size());
+  std::string skip;
+  if (local < 2) skip = "one rank on this node";
+  if (config_.transport == "ucx") skip = "FAIRWAY_TRANSPORT=ucx";
+  if (config_.intraTransport == "ucx") skip = "FAIRWAY_INTRA_TRANSPORT=ucx";
+  if (!skip.empty()) {
+    if (localRank == 0 && local > 1) FW_LOG(Info, Init, "node %s: no shared-memory segment (%s): host collectives "
+                                                        "inside it run over UCX", layout_.nodeName(node).c_str(),
+                                            skip.c_str());
+    return Status::ok();
+  }
+  // Every round needs a whole element of every rank's share.
+  const size_t chunkBytes = std::max(config_.shmChunkBytes, static_cast<size_t>(local) * 64);
+  const size_t bytes = SharedMemoryNode::segmentBytes(local, chunkBytes);
+
+  SegmentRecord record;
+  std::unique_ptr<SharedMemoryNode> shm;
+  auto adopt = [&](ShmSegment segment) {
+    shm = std::make_unique<SharedMemoryNode>(std::move(segment), localRank, nodeRanks, chunkBytes, *messenger_,
+                                             config_, messenger_->yieldsWhenIdle());
+  };
+  if (localRank == 0) {
+    ShmSegment segment;
+    Status created = ShmSegment::create(bytes, &segment);
+    record.created = created.isOk() ? 1 : 0;
+    setText(record.name, sizeof(record.name), segment.name());
+    setText(record.reason, sizeof(record.reason), created.message());
+    if (created.isOk()) {
+      adopt(std::move(segment));
+      shm->format();  // the broadcast below orders this before every follower's read
+    }
+  }
+  Reserved tree;
+  tree.chosen = true;
+  tree.algorithm = Algorithm::Binomial;
+  CollectiveArgs args;
+  args.kind = CollectiveKind::Broadcast;
+  args.datatype = fwUint8;
+  args.count = sizeof(record);
+  args.root = 0;
+  args.send = args.recv = &record;
+  FW_RETURN_IF_ERROR(execute(args, base, nodeRanks, tree).withContext("sharing the node's segment name"));
+  record.name[sizeof(record.name) - 1] = record.reason[sizeof(record.reason) - 1] = '\0';
+
+  std::string why = record.created ? "" : record.reason;
+  bool failedHere = localRank == 0 && !record.created;
+  if (record.created && localRank != 0) {
+    ShmSegment segment;
+    Status opened = ShmSegment::open(record.name, bytes, &segment);
+    if (opened.isOk()) {
+      adopt(std::move(segment));
+      opened = shm->checkFormat();
+      if (!opened.isOk()) shm.reset();
+    }
+    if (!opened.isOk()) {
+      why = "rank " + std::to_string(rank()) + ": " + opened.message();
+      failedHere = true;
+    }
+  }
+  // Whether all local ranks mapped it (the minimum of their answers).
+  int32_t mapped = shm ? 1 : 0, everyone = 0;
+  Reserved exchange;
+  exchange.chosen = true;
+  exchange.algorithm = Algorithm::RecursiveDoubling;
+  args = CollectiveArgs();
+  args.kind = CollectiveKind::AllReduce;
+  args.datatype = fwInt32;
+  args.op = fwMin;
+  args.count = 1;
+  args.send = &mapped;
+  args.recv = &everyone;
+  FW_RETURN_IF_ERROR(execute(args, base + 1, nodeRanks, exchange).withContext("attaching the node's segment"));
+  if (shm) shm->unlinkName();  // the leader's: every local rank has mapped it or given up
+  if (everyone != 1) {
+    // A rank could not map it: the node's collectives run over UCX. The
+    // leader and any rank that failed itself say why.
+    if (localRank == 0 || failedHere) {
+      FW_LOG(Warn, Init, "rank %d: no shared-memory segment for node %s: %s; host collectives inside the node "
+             "run over UCX", rank(), layout_.nodeName(node).c_str(),
+             why.empty() ? "another rank of this node could not map it" : why.c_str());
+    }
+    return Status::ok();
+  }
+  if (localRank == 0) {
+    FW_LOG(Info, Init, "node %s: shared-memory segment of %zu bytes for %d ranks (chunks of %zu bytes), "
+           "unlinked once mapped", layout_.nodeName(node).c_str(), bytes, local, chunkBytes);
+  }
+  shm_ = std::move(shm);
+  selector_.setSharedMemory(true);
+  return Status::ok();
+}
+
+}  // namespace fairway

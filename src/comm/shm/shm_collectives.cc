@@ -1,0 +1,158 @@
+// The shared-memory provider's collectives, in rounds of at most one chunk
+// per rank (shm_node.h). Round g uses the buffers of parity g % 2, so a
+// rank fills round g + 1 while slower peers still read round g.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/context.h"
+#include "comm/shm/shm_node.h"
+#include "core/bytes.h"
+
+namespace fairway {
+namespace {
+
+// Rounds needed to move `longest` elements, `perRound` at a time.
+size_t roundsFor(size_t longest, size_t perRound) { return (longest + perRound - 1) / perRound; }
+
+// Elements [first, first + perRound) of a chunk of `count`, clipped.
+size_t pieceOf(size_t count, size_t first, size_t perRound) {
+  return first >= count ? 0 : std::min(perRound, count - first);
+}
+
+}  // namespace
+
+// Round: everyone's piece in; rank r reduces slice r of the round into its
+// result area; every rank copies all slices out. The combined bits are
+// computed once, so every rank gets the same ones.
+Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
+  FW_RETURN_IF_ERROR(checkContext(node));
+  const size_t es = node.elementSize();
+  const size_t perRound = chunkBytes_ / es;
+  for (size_t first = 0; first < count; first += perRound, ++round_) {
+    const size_t length = std::min(perRound, count - first);
+    FW_RETURN_IF_ERROR(beginRound(node, kAllreduce, -1, count));
+    copyBytes(input(localRank_, round_), node.at(send, first), length * es);
+    post(arrived(round_));
+    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    const ChunkLayout slices{length, ranks_, 0};
+    char* mine = result(localRank_, round_);
+    const size_t sliceCount = slices.chunkCount(localRank_);
+    reduceSlices(node, mine, slices.chunkOffset(localRank_) * es, sliceCount);
+    node.reducer().finalize(mine, sliceCount);
+    post(finished(round_));
+    FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
+    for (int q = 0; q < ranks_; ++q) {
+      copyBytes(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
+    }
+  }
+  return Status::ok();
+}
+
+// As allreduce, with only the root copying the result out.
+Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) {
+  FW_RETURN_IF_ERROR(checkContext(node));
+  const size_t es = node.elementSize();
+  const size_t perRound = chunkBytes_ / es;
+  for (size_t first = 0; first < count; first += perRound, ++round_) {
+    const size_t length = std::min(perRound, count - first);
+    FW_RETURN_IF_ERROR(beginRound(node, kReduce, root, count));
+    copyBytes(input(localRank_, round_), node.at(send, first), length * es);
+    post(arrived(round_));
+    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    const ChunkLayout slices{length, ranks_, 0};
+    char* mine = result(localRank_, round_);
+    const size_t sliceCount = slices.chunkCount(localRank_);
+    reduceSlices(node, mine, slices.chunkOffset(localRank_) * es, sliceCount);
+    node.reducer().finalize(mine, sliceCount);
+    post(finished(round_));
+    if (localRank_ != root) continue;
+    FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
+    for (int q = 0; q < ranks_; ++q) {
+      copyBytes(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
+    }
+  }
+  return Status::ok();
+}
+
+// Round j carries elements [j k, (j + 1) k) of every block, block q's
+// piece at q k in the rank's input; rank r reduces piece r straight into
+// out. Blocks may sit at a stride (two-phase reads them in place).
+Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send, void* out,
+                                       const ChunkLayout& blocks, void* /*partial*/) {
+  FW_RETURN_IF_ERROR(checkContext(node));
+  const size_t es = node.elementSize();
+  const size_t perRound = chunkBytes_ / es / static_cast<size_t>(ranks_);
+  const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
+  for (size_t j = 0; j < rounds; ++j, ++round_) {
+    const size_t first = j * perRound;
+    FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count));
+    char* in = input(localRank_, round_);
+    for (int q = 0; q < ranks_; ++q) {
+      copyBytes(in + q * perRound * es, node.at(send, blocks.chunkOffset(q) + first),
+                pieceOf(blocks.chunkCount(q), first, perRound) * es);
+    }
+    post(arrived(round_));
+    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
+    char* dst = node.at(out, first);
+    reduceSlices(node, dst, localRank_ * perRound * es, mine);
+    node.reducer().finalize(dst, mine);
+    post(finished(round_));
+  }
+  return Status::ok();
+}
+
+// buf holds this rank's block of `blocks`; round j carries elements
+// [j k, (j + 1) k) of every block.
+Status SharedMemoryNode::allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
+  FW_RETURN_IF_ERROR(checkContext(node));
+  const size_t es = node.elementSize();
+  const size_t perRound = chunkBytes_ / es;
+  const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
+  for (size_t j = 0; j < rounds; ++j, ++round_) {
+    const size_t first = j * perRound;
+    FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count));
+    copyBytes(input(localRank_, round_), node.at(buf, blocks.chunkOffset(localRank_) + first),
+              pieceOf(blocks.chunkCount(localRank_), first, perRound) * es);
+    post(arrived(round_));
+    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    for (int q = 0; q < ranks_; ++q) {
+      if (q == localRank_) continue;
+      copyBytes(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
+                pieceOf(blocks.chunkCount(q), first, perRound) * es);
+    }
+    post(finished(round_));
+  }
+  return Status::ok();
+}
+
+// buf holds the data on root and receives it everywhere else.
+Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t count, int root) {
+  FW_RETURN_IF_ERROR(checkContext(node));
+  const size_t es = node.elementSize();
+  const size_t perRound = chunkBytes_ / es;
+  for (size_t first = 0; first < count; first += perRound, ++round_) {
+    const size_t length = std::min(perRound, count - first);
+    FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count));
+    if (localRank_ == root) copyBytes(input(root, round_), node.at(buf, first), length * es);
+    post(arrived(round_));
+    if (localRank_ != root) {
+      FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
+      copyBytes(node.at(buf, first), input(root, round_), length * es);
+    }
+    post(finished(round_));
+  }
+  return Status::ok();
+}
+
+Status SharedMemoryNode::barrier(CollectiveContext& node) {
+  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(beginRound(node, kBarrier, -1, 0));
+  post(arrived(round_));
+  Status st = awaitAll(arrived(round_), true);
+  if (st.isOk()) post(finished(round_));
+  ++round_;
+  return st;
+}
+
+}  // namespace fairway

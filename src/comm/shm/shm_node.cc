@@ -1,0 +1,247 @@
+#include "comm/shm/shm_node.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "algorithms/context.h"
+
+namespace fairway {
+namespace {
+
+constexpr uint64_t kMagic = 0x3130304d48535746ull;  // "FWSHM001"
+constexpr size_t kAlign = 4096;
+// A futex sleep is cut this short to look at the peers' health.
+constexpr int kSleepSliceMs = 10;
+constexpr int kHealthCheckIntervalMs = 50;
+constexpr unsigned kPollsPerClockRead = 32;
+
+size_t roundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
+
+// Whether counter has reached target (both wrap around).
+bool reached(uint32_t counter, uint32_t target) { return static_cast<int32_t>(counter - target) >= 0; }
+
+void futexWait(std::atomic<uint32_t>* word, uint32_t seen, int timeoutMs) {
+  timespec timeout{timeoutMs / 1000, (timeoutMs % 1000) * 1000000L};
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+void futexWakeAll(std::atomic<uint32_t>* word) {
+  (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+inline void pauseCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+size_t resultBytesFor(int ranks, size_t chunkBytes) { return roundUp(chunkBytes / ranks + 64, 64); }
+size_t slotBytesFor(int ranks, size_t chunkBytes) {
+  return roundUp(2 * chunkBytes + 2 * resultBytesFor(ranks, chunkBytes), kAlign);
+}
+size_t controlBytesFor(int ranks, size_t headerBytes, size_t controlBytes) {
+  return roundUp(headerBytes + static_cast<size_t>(ranks) * controlBytes, kAlign);
+}
+
+}  // namespace
+
+size_t SharedMemoryNode::segmentBytes(int ranks, size_t chunkBytes) {
+  return controlBytesFor(ranks, sizeof(Header), sizeof(Control)) +
+         static_cast<size_t>(ranks) * slotBytesFor(ranks, chunkBytes);
+}
+
+SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vector<int> nodeRanks, size_t chunkBytes,
+                                   Messenger& messenger, const Config& config, bool yieldWhenIdle)
+    : segment_(std::move(segment)), localRank_(localRank), nodeRanks_(std::move(nodeRanks)),
+      ranks_(static_cast<int>(nodeRanks_.size())), chunkBytes_(chunkBytes),
+      resultBytes_(resultBytesFor(ranks_, chunkBytes)), slotBytes_(slotBytesFor(ranks_, chunkBytes)),
+      messenger_(messenger), timeoutMs_(config.timeoutMs), spinMicros_(config.spinMicros),
+      yieldWhenIdle_(yieldWhenIdle) {}
+
+void SharedMemoryNode::format() {
+  // posix_fallocate left the segment zeroed: every counter starts at 0.
+  Header* header = reinterpret_cast<Header*>(segment_.data());
+  header->magic = kMagic;
+  header->ranks = static_cast<uint64_t>(ranks_);
+  header->chunkBytes = chunkBytes_;
+}
+
+Status SharedMemoryNode::checkFormat() const {
+  const Header* header = reinterpret_cast<const Header*>(segment_.data());
+  if (header->magic != kMagic) return Status(fwInternalError, "the node's segment is not a Fairway segment of this version");
+  if (header->ranks != static_cast<uint64_t>(ranks_) || header->chunkBytes != chunkBytes_) {
+    return Status(fwInvalidUsage, "the node's leader made its segment for " + std::to_string(header->ranks) +
+                                      " ranks and chunks of " + std::to_string(header->chunkBytes) +
+                                      " bytes, this rank expects " + std::to_string(ranks_) + " and " +
+                                      std::to_string(chunkBytes_) +
+                                      ": set FAIRWAY_SHM_CHUNK_BYTES alike on every rank");
+  }
+  return Status::ok();
+}
+
+SharedMemoryNode::Control& SharedMemoryNode::control(int rank) const {
+  char* first = segment_.data() + sizeof(Header);
+  return *reinterpret_cast<Control*>(first + static_cast<size_t>(rank) * sizeof(Control));
+}
+
+char* SharedMemoryNode::input(int rank, uint32_t round) const {
+  char* slot = segment_.data() + controlBytesFor(ranks_, sizeof(Header), sizeof(Control)) +
+               static_cast<size_t>(rank) * slotBytes_;
+  return slot + (round % 2) * chunkBytes_;
+}
+
+char* SharedMemoryNode::result(int rank, uint32_t round) const {
+  char* slot = segment_.data() + controlBytesFor(ranks_, sizeof(Header), sizeof(Control)) +
+               static_cast<size_t>(rank) * slotBytes_;
+  return slot + 2 * chunkBytes_ + (round % 2) * resultBytes_;
+}
+
+void SharedMemoryNode::announce(uint32_t sequence, uint8_t signature) {
+  Control& mine = control(localRank_);
+  mine.announcedSequence.store(sequence, std::memory_order_relaxed);
+  mine.announcedSignature.store(static_cast<uint32_t>(signature) + 1, std::memory_order_release);
+}
+
+Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
+  if (node.size() != ranks_ || node.rank() != localRank_) {
+    return Status(fwInternalError, "the shared-memory provider serves the node's " + std::to_string(ranks_) +
+                                       " ranks, not a group of " + std::to_string(node.size()));
+  }
+  return Status::ok();
+}
+
+Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count) {
+  // This parity's buffers were last read in round - 2.
+  FW_RETURN_IF_ERROR(awaitAll(finished(round_ - 2), false));
+  const Reducer* reducer = kind == kAllgather || kind == kBroadcast || kind == kBarrier ? nullptr : &node.reducer();
+  current_ = Descriptor{round_, node.sequence(), kind, reducer ? static_cast<uint32_t>(reducer->datatype()) : 0,
+                        reducer ? static_cast<uint32_t>(reducer->op()) : 0, root, count};
+  control(localRank_).round[round_ % 2] = current_;
+  return Status::ok();
+}
+
+void SharedMemoryNode::post(uint32_t phase) {
+  Control& mine = control(localRank_);
+  mine.phase.store(phase, std::memory_order_seq_cst);
+  if (mine.sleepers.load(std::memory_order_seq_cst) > 0) futexWakeAll(&mine.phase);
+}
+
+Status SharedMemoryNode::awaitAll(uint32_t phase, bool checkRound) {
+  for (int p = 0; p < ranks_; ++p) {
+    if (p != localRank_) FW_RETURN_IF_ERROR(await(p, phase, checkRound));
+  }
+  return Status::ok();
+}
+
+Status SharedMemoryNode::await(int peer, uint32_t phase, bool checkRound) {
+  Control& theirs = control(peer);
+  if (!reached(theirs.phase.load(std::memory_order_acquire), phase)) {
+    FW_RETURN_IF_ERROR(slowWait(peer, phase));
+  }
+  return checkRound ? checkDescriptor(peer) : Status::ok();
+}
+
+Status SharedMemoryNode::checkDescriptor(int peer) const {
+  const Descriptor& theirs = control(peer).round[round_ % 2];
+  const Descriptor& ours = current_;
+  if (std::memcmp(&theirs, &ours, sizeof(Descriptor)) == 0) return Status::ok();
+  auto describe = [](const Descriptor& d) {
+    return "collective #" + std::to_string(d.sequence) + " (shared-memory step " + std::to_string(d.kind) +
+           ", type " + std::to_string(d.datatype) + ", op " + std::to_string(d.op) + ", root " +
+           std::to_string(d.root) + ", count " + std::to_string(d.count) + ", round " + std::to_string(d.round) + ")";
+  };
+  return Status(fwCollectiveMismatch, "rank " + std::to_string(nodeRanks_[peer]) + " is in " + describe(theirs) +
+                                          " while rank " + std::to_string(nodeRanks_[localRank_]) + " is in " +
+                                          describe(ours) +
+                                          ": the ranks called different collectives, or with different type, op, "
+                                          "root or count");
+}
+
+// Spins (yielding the core when the host is oversubscribed) for
+// FAIRWAY_SPIN_US, then sleeps on the peer's counter in slices, checking
+// between them that the communicator is healthy, that the peer is alive
+// and in this collective, and the timeout.
+Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
+  using Clock = std::chrono::steady_clock;
+  Control& theirs = control(peer);
+  const Clock::time_point start = Clock::now();
+  const auto spin = std::chrono::microseconds(spinMicros_);
+  unsigned polls = 0;
+  for (;;) {
+    if (reached(theirs.phase.load(std::memory_order_acquire), phase)) return Status::ok();
+    if (++polls % kPollsPerClockRead != 0) {
+      if (yieldWhenIdle_) {
+        sched_yield();
+      } else {
+        pauseCpu();
+      }
+      continue;
+    }
+    // Work posted elsewhere (a two-phase algorithm's rail messages) moves on too.
+    messenger_.progressIfIdle();
+    if (Clock::now() - start >= spin) break;
+  }
+  Clock::time_point lastCheck = Clock::now();
+  for (;;) {
+    theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = theirs.phase.load(std::memory_order_seq_cst);
+    if (!reached(seen, phase)) futexWait(&theirs.phase, seen, kSleepSliceMs);
+    theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(theirs.phase.load(std::memory_order_acquire), phase)) return Status::ok();
+    const Clock::time_point now = Clock::now();
+    if (now - lastCheck < std::chrono::milliseconds(kHealthCheckIntervalMs)) continue;
+    lastCheck = now;
+    FW_RETURN_IF_ERROR(messenger_.brokenStatus());
+    FW_RETURN_IF_ERROR(messenger_.checkHealth());
+    FW_RETURN_IF_ERROR(stalledPeerStatus(peer));
+    if (now - start >= std::chrono::milliseconds(timeoutMs_)) {
+      return Status(fwTimeout, "rank " + std::to_string(nodeRanks_[peer]) +
+                                   " did not reach this step of the node's shared-memory collective #" +
+                                   std::to_string(current_.sequence) + " within FAIRWAY_TIMEOUT_MS=" +
+                                   std::to_string(timeoutMs_) +
+                                   " ms: it is stuck, dead, or not calling this collective");
+    }
+  }
+}
+
+// A peer that has announced another collective than ours (or a later one)
+// will never take this step.
+Status SharedMemoryNode::stalledPeerStatus(int peer) const {
+  const Control& theirs = control(peer);
+  const uint32_t signature = theirs.announcedSignature.load(std::memory_order_acquire);
+  if (signature == 0) return Status::ok();
+  const uint32_t sequence = theirs.announcedSequence.load(std::memory_order_relaxed);
+  const Control& mine = control(localRank_);
+  const uint32_t ourSequence = mine.announcedSequence.load(std::memory_order_relaxed);
+  const uint32_t ourSignature = mine.announcedSignature.load(std::memory_order_relaxed);
+  if (sequence == ourSequence && signature == ourSignature) return Status::ok();
+  if (static_cast<int32_t>(sequence - ourSequence) < 0) return Status::ok();  // still on its way here
+  return Status(fwCollectiveMismatch,
+                "rank " + std::to_string(nodeRanks_[peer]) + " called collective #" + std::to_string(sequence) +
+                    " (signature " + std::to_string(signature - 1) + ") while rank " +
+                    std::to_string(nodeRanks_[localRank_]) + " waits in collective #" + std::to_string(ourSequence) +
+                    " (signature " + std::to_string(ourSignature - 1) +
+                    ") in shared memory: the ranks called different collectives, or with different type, op, root "
+                    "or count");
+}
+
+void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count) const {
+  if (count == 0) return;
+  const Reducer& reducer = node.reducer();
+  const uint32_t round = round_;
+  if (ranks_ == 1) {
+    std::memcpy(dst, input(0, round) + at, count * node.elementSize());
+    return;
+  }
+  // The same order on every rank: 0 + 1, then + 2, ... (bits alike everywhere).
+  reducer.combine(dst, input(0, round) + at, input(1, round) + at, count);
+  for (int p = 2; p < ranks_; ++p) reducer.combine(dst, dst, input(p, round) + at, count);
+}
+
+}  // namespace fairway

@@ -1,0 +1,122 @@
+// The shared-memory provider of host collectives among the ranks of one
+// node. Every local rank owns a slot in the node's segment: a control
+// block (its phase counter, the descriptor of its current round, the
+// collective it last entered) and double-buffered input and result areas
+// of FAIRWAY_SHM_CHUNK_BYTES. A collective is cut into rounds of at most
+// one chunk per rank; in each round every rank copies its part into its
+// own slot, then reduces its share of the round from every slot (each rank
+// reduces a different slice, in the same rank order everywhere), or copies
+// what it needs out of the others' slots. Ranks synchronise by phase
+// counters in the segment: a bounded spin, then a futex sleep, every wait
+// bounded by FAIRWAY_TIMEOUT_MS and watching for dead local ranks and
+// peers' failure notices (Messenger::checkHealth).
+//
+// Nothing read from the segment is trusted beyond the counters: sizes and
+// offsets are what this rank computed, and each round's descriptor (round,
+// collective number, kind, type, op, root, count) must match this rank's
+// before it reads a peer's data, else fwCollectiveMismatch.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/node_phase.h"
+#include "comm/messenger.h"
+#include "comm/shm/shm_segment.h"
+
+namespace fairway {
+
+class SharedMemoryNode final : public NodePhase {
+ public:
+  // The segment's size for `ranks` local ranks and chunks of chunkBytes.
+  static size_t segmentBytes(int ranks, size_t chunkBytes);
+  // Takes a mapped segment; the leader (localRank 0) formats it first.
+  // nodeRanks: the communicator ranks of the node, by local rank.
+  SharedMemoryNode(ShmSegment segment, int localRank, std::vector<int> nodeRanks, size_t chunkBytes,
+                   Messenger& messenger, const Config& config, bool yieldWhenIdle);
+  // The leader writes the header; a follower checks it against its own
+  // parameters (one compiled with other settings cannot attach).
+  void format();
+  Status checkFormat() const;
+  // Removes the segment's name once every local rank has mapped it (the
+  // creator's call; a no-op elsewhere).
+  void unlinkName() { segment_.unlink(); }
+  int localRank() const { return localRank_; }
+  int ranks() const { return ranks_; }
+  size_t chunkBytes() const { return chunkBytes_; }
+
+  // The communicator's collective #sequence is starting on this rank
+  // (every collective, whatever runs it): a rank waiting here for a peer
+  // that has entered another collective reports the mismatch.
+  void announce(uint32_t sequence, uint8_t signature);
+
+  // NodePhase: the node context's ranks are the local ranks, in order.
+  bool readsStrided() const override { return true; }
+  Status reduceScatter(CollectiveContext& node, const void* send, void* out, const ChunkLayout& blocks,
+                       void* partial) override;
+  Status allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) override;
+  Status reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) override;
+  Status broadcast(CollectiveContext& node, void* buf, size_t count, int root) override;
+  Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) override;
+  Status barrier(CollectiveContext& node) override;
+
+ private:
+  struct Descriptor {
+    uint32_t round, sequence, kind, datatype, op;
+    int32_t root;
+    uint64_t count;
+  };
+  struct alignas(128) Control {
+    std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
+    std::atomic<uint32_t> sleepers;
+    std::atomic<uint32_t> announcedSequence;
+    std::atomic<uint32_t> announcedSignature;  // signature + 1; 0: nothing announced yet
+    Descriptor round[2];                       // of the rounds of each parity
+  };
+  struct alignas(128) Header {
+    uint64_t magic;
+    uint64_t ranks;
+    uint64_t chunkBytes;
+  };
+  // Kinds in descriptors (the node phase's calls are collectives of their own).
+  enum Kind : uint32_t { kAllreduce = 1, kReduceScatter, kAllgather, kBroadcast, kReduce, kBarrier };
+
+  Control& control(int rank) const;
+  char* input(int rank, uint32_t round) const;
+  char* result(int rank, uint32_t round) const;
+  static uint32_t arrived(uint32_t round) { return 2 * round + 1; }
+  static uint32_t finished(uint32_t round) { return 2 * round + 2; }
+
+  // Starts round `round_`: waits until every peer is done with this
+  // parity's buffers (round - 2), then publishes the descriptor.
+  Status beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count);
+  void post(uint32_t phase);
+  // Waits until peer's counter reaches phase; with checkRound, then
+  // compares its descriptor of this round with ours.
+  Status await(int peer, uint32_t phase, bool checkRound);
+  Status awaitAll(uint32_t phase, bool checkRound);
+  Status checkDescriptor(int peer) const;
+  Status slowWait(int peer, uint32_t phase);
+  Status stalledPeerStatus(int peer) const;
+  Status checkContext(const CollectiveContext& node) const;
+  // Reduces count elements at byte offset `at` of every rank's input into dst.
+  void reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count) const;
+
+  ShmSegment segment_;
+  int localRank_;
+  std::vector<int> nodeRanks_;
+  int ranks_;
+  size_t chunkBytes_;
+  size_t resultBytes_;
+  size_t slotBytes_;
+  Messenger& messenger_;
+  int64_t timeoutMs_;
+  int64_t spinMicros_;
+  bool yieldWhenIdle_;
+  uint32_t round_ = 0;  // the next round, the same on every local rank
+  Descriptor current_{};
+};
+
+}  // namespace fairway
