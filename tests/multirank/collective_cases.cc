@@ -35,6 +35,11 @@ std::vector<CollectiveCase> withForcedAlgorithms(std::vector<CollectiveCase> cas
       {"allreduce_recursive_doubling", "allreduce:recursive_doubling"},
       {"allgather_ring", "allgather:ring"},
       {"allgather_bruck", "allgather:bruck"},
+      // One node's defaults run on its shared-memory segment; these keep
+      // the point-to-point algorithms it replaced in the sweep.
+      {"reducescatter_ring", "reducescatter:ring"},
+      {"broadcast_binomial", "broadcast:binomial"},
+      {"reduce_binomial", "reduce:binomial"},
   };
   std::vector<CollectiveCase> extra;
   for (const auto& forced : kForced) {

@@ -196,7 +196,8 @@ class ConfigEnv : public ::testing::Test {
  protected:
   void TearDown() override {
     for (const char* v : {"FAIRWAY_TIMEOUT_MS", "FAIRWAY_TRANSPORT", "FAIRWAY_ALGO", "FAIRWAY_SEGMENT_BYTES",
-                          "FAIRWAY_PIPELINE_DEPTH", "FAIRWAY_SLICE_BYTES", "FAIRWAY_COMPRESS"}) {
+                          "FAIRWAY_PIPELINE_DEPTH", "FAIRWAY_SLICE_BYTES", "FAIRWAY_COMPRESS",
+                          "FAIRWAY_SHM_CHUNK_BYTES"}) {
       unsetenv(v);
     }
   }
@@ -217,6 +218,24 @@ TEST_F(ConfigEnv, DefaultsAndOverrides) {
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.pipeline.sliceBytes, size_t{2} << 20);
   EXPECT_EQ(c.pipeline.segmentBytes, size_t{65536});
+}
+
+TEST_F(ConfigEnv, SharedMemoryChunk) {
+  Config c;
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.shmChunkBytes, size_t{256} << 10);
+  setenv("FAIRWAY_SHM_CHUNK_BYTES", "1M", 1);
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.shmChunkBytes, size_t{1} << 20);
+  setenv("FAIRWAY_SHM_CHUNK_BYTES", "5000", 1);  // whole cache lines
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.shmChunkBytes, size_t{4992});
+  for (const char* bad : {"1K", "65M", "lots"}) {
+    setenv("FAIRWAY_SHM_CHUNK_BYTES", bad, 1);
+    const Status st = Config::fromEnvironment(&c);
+    EXPECT_EQ(st.code(), fwInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("FAIRWAY_SHM_CHUNK_BYTES"), std::string::npos) << st.message();
+  }
 }
 
 TEST_F(ConfigEnv, CompressionRules) {

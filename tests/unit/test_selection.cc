@@ -53,6 +53,41 @@ TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
 }
 
+// With its node's segment, a single-node communicator's host collectives
+// run on shared memory at every size; groups, device buffers, all-to-all
+// and forced algorithms do not; across nodes the segment serves the node
+// phase of two-phase and leaders, never a flat collective.
+TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
+  const RankLayout one = nodesOf({4});
+  const RankLayout twoByFour = nodesOf({4, 4});
+  Selector s = selectorWith({});
+  s.setSharedMemory(true);
+  for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                              CollectiveKind::Broadcast, CollectiveKind::Reduce, CollectiveKind::Barrier}) {
+    for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+      const Selection shm = s.select(keyFor(kind, bytes, &one));
+      EXPECT_EQ(shm.algorithm, Algorithm::SharedMemory) << collectiveName(kind) << " " << bytes;
+      EXPECT_EQ(shm.node, Provider::HostShm);
+      EXPECT_EQ(shm.rail, Provider::HostShm);
+    }
+  }
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllToAll, 1024, &one)).algorithm, Algorithm::Pairwise);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, nullptr)).algorithm, Algorithm::RecursiveDoubling);
+  const Selection twoPhase = s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByFour));
+  EXPECT_EQ(twoPhase.algorithm, Algorithm::TwoPhase);
+  EXPECT_EQ(twoPhase.node, Provider::HostShm);
+  EXPECT_EQ(twoPhase.rail, Provider::HostUcx);
+
+  s = selectorWith({{"allreduce", "ring"}, {"reducescatter", "shm"}});
+  s.setSharedMemory(true);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
+  // Forced where it cannot run: across nodes, or without a segment.
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 1 << 20, &twoByFour)).algorithm, Algorithm::Ring);
+  s.setSharedMemory(false);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 1 << 20, &one)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one)).node, Provider::HostUcx);
+}
+
 TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRun) {
   const RankLayout twoByFour = nodesOf({4, 4});
   Selector s = selectorWith({});

@@ -6,7 +6,7 @@
 
 #include "algorithms/context.h"
 #include "comm/shm/shm_node.h"
-#include "core/bytes.h"
+#include "comm/shm/shm_copy.h"
 
 namespace fairway {
 namespace {
@@ -31,7 +31,7 @@ Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, vo
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kAllreduce, -1, count));
-    copyBytes(input(localRank_, round_), node.at(send, first), length * es);
+    segmentCopy(input(localRank_, round_), node.at(send, first), length * es);
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
     const ChunkLayout slices{length, ranks_, 0};
@@ -42,7 +42,7 @@ Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, vo
     post(finished(round_));
     FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
     for (int q = 0; q < ranks_; ++q) {
-      copyBytes(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
+      segmentCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
     }
   }
   return Status::ok();
@@ -56,7 +56,7 @@ Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void*
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kReduce, root, count));
-    copyBytes(input(localRank_, round_), node.at(send, first), length * es);
+    segmentCopy(input(localRank_, round_), node.at(send, first), length * es);
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
     const ChunkLayout slices{length, ranks_, 0};
@@ -68,7 +68,7 @@ Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void*
     if (localRank_ != root) continue;
     FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
     for (int q = 0; q < ranks_; ++q) {
-      copyBytes(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
+      segmentCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
     }
   }
   return Status::ok();
@@ -88,7 +88,7 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
     FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count));
     char* in = input(localRank_, round_);
     for (int q = 0; q < ranks_; ++q) {
-      copyBytes(in + q * perRound * es, node.at(send, blocks.chunkOffset(q) + first),
+      segmentCopy(in + q * perRound * es, node.at(send, blocks.chunkOffset(q) + first),
                 pieceOf(blocks.chunkCount(q), first, perRound) * es);
     }
     post(arrived(round_));
@@ -112,13 +112,13 @@ Status SharedMemoryNode::allgather(CollectiveContext& node, void* buf, const Chu
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
     FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count));
-    copyBytes(input(localRank_, round_), node.at(buf, blocks.chunkOffset(localRank_) + first),
+    segmentCopy(input(localRank_, round_), node.at(buf, blocks.chunkOffset(localRank_) + first),
               pieceOf(blocks.chunkCount(localRank_), first, perRound) * es);
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
     for (int q = 0; q < ranks_; ++q) {
       if (q == localRank_) continue;
-      copyBytes(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
+      segmentCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
                 pieceOf(blocks.chunkCount(q), first, perRound) * es);
     }
     post(finished(round_));
@@ -134,11 +134,11 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count));
-    if (localRank_ == root) copyBytes(input(root, round_), node.at(buf, first), length * es);
+    if (localRank_ == root) segmentCopy(input(root, round_), node.at(buf, first), length * es);
     post(arrived(round_));
     if (localRank_ != root) {
       FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
-      copyBytes(node.at(buf, first), input(root, round_), length * es);
+      segmentCopy(node.at(buf, first), input(root, round_), length * es);
     }
     post(finished(round_));
   }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "algorithms/context.h"
+#include "comm/shm/shm_copy.h"
 
 namespace fairway {
 namespace {
@@ -236,7 +237,7 @@ void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, si
   const Reducer& reducer = node.reducer();
   const uint32_t round = round_;
   if (ranks_ == 1) {
-    std::memcpy(dst, input(0, round) + at, count * node.elementSize());
+    segmentCopy(dst, input(0, round) + at, count * node.elementSize());
     return;
   }
   // The same order on every rank: 0 + 1, then + 2, ... (bits alike everywhere).

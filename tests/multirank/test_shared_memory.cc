@@ -1,0 +1,248 @@
+// The node's shared-memory segment: mapped by every local rank and
+// unlinked at once, so /dev/shm keeps nothing after a normal exit, an
+// abort or a SIGKILL; refused with a clear reason where /dev/shm has no
+// room (the collectives then run over UCX); and a local rank that dies
+// while the others wait in the segment is named by every survivor.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/multirank/rank_harness.h"
+
+namespace fairway::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kTimeoutMs = 3000;
+
+// Names in /dev/shm that a Fairway segment would have.
+std::set<std::string> segmentFiles() {
+  std::set<std::string> names;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (dirent* entry = readdir(dir)) {
+      if (std::strncmp(entry->d_name, "fairway-", 8) == 0) names.insert(entry->d_name);
+    }
+    closedir(dir);
+  }
+  return names;
+}
+
+// This process's mappings of Fairway segments, as /proc/self/maps shows them.
+std::vector<std::string> mappedSegments() {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/dev/shm/fairway-") != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+int initOrReport(const RankContext& ctx, fwComm_t* comm) {
+  if (fwCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess) return 0;
+  reportFailure(ctx, std::string("init: ") + fwGetLastErrorMessage());
+  return 1;
+}
+
+// An allreduce of ones whose result every rank checks.
+int allreduceOnes(const RankContext& ctx, fwComm_t comm, size_t count) {
+  std::vector<float> a(count, 1.0f), b(count, -1.0f);
+  if (fwAllReduce(a.data(), b.data(), count, fwFloat32, fwSum, comm, nullptr) != fwSuccess) {
+    reportFailure(ctx, std::string("allreduce: ") + fwGetLastErrorMessage());
+    return 1;
+  }
+  for (float v : b) {
+    if (v != static_cast<float>(ctx.nranks)) {
+      reportFailure(ctx, "allreduce gave " + std::to_string(v));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+class SharedMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("FAIRWAY_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+    before_ = segmentFiles();
+  }
+  void TearDown() override {
+    unsetenv("FAIRWAY_TIMEOUT_MS");
+    // However the ranks ended, their segment's name is gone.
+    for (const std::string& name : segmentFiles()) {
+      EXPECT_TRUE(before_.count(name)) << "/dev/shm/" << name << " was left behind";
+    }
+  }
+  std::set<std::string> before_;
+};
+
+TEST_F(SharedMemory, SegmentIsMappedByEveryRankAndUnlinked) {
+  auto outcomes = runRanks(4, [](const RankContext& ctx) {
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = 0;
+    std::vector<std::string> mapped = mappedSegments();
+    RANK_CHECK(ctx, mapped.size() == 1, "one segment mapped, not " + std::to_string(mapped.size()));
+    for (const std::string& line : mapped) {
+      RANK_CHECK(ctx, line.find("(deleted)") != std::string::npos, "segment still has its name: " + line);
+    }
+    failures += allreduceOnes(ctx, comm, 100000);
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    RANK_CHECK(ctx, mappedSegments().empty(), "segment still mapped after destroy");
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+// FAIRWAY_INTRA_TRANSPORT=ucx: no segment, the same results over UCX.
+TEST_F(SharedMemory, IntraTransportUcxMapsNoSegment) {
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    setenv("FAIRWAY_INTRA_TRANSPORT", "ucx", 1);
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = 0;
+    RANK_CHECK(ctx, mappedSegments().empty(), "a segment was mapped under FAIRWAY_INTRA_TRANSPORT=ucx");
+    failures += allreduceOnes(ctx, comm, 1000);
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+// Every split gets a segment of its own; the parent's keeps working.
+TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
+  auto outcomes = runRanks(4, [](const RankContext& ctx) {
+    fwComm_t comm, half;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = 0;
+    RANK_CHECK(ctx, fwCommSplit(comm, ctx.rank % 2, ctx.rank, &half) == fwSuccess, "split");
+    RANK_CHECK(ctx, mappedSegments().size() == 2, "parent and split should each map a segment");
+    std::vector<int32_t> mine(5000, ctx.rank), sums(5000, -1);
+    RANK_CHECK(ctx, fwAllReduce(mine.data(), sums.data(), mine.size(), fwInt32, fwSum, half, nullptr) == fwSuccess,
+               "allreduce on the split");
+    const int32_t expected = ctx.rank % 2 == 0 ? 0 + 2 : 1 + 3;
+    RANK_CHECK(ctx, sums.front() == expected && sums.back() == expected, "split's sum");
+    failures += allreduceOnes(ctx, comm, 70000);
+    RANK_CHECK(ctx, fwCommDestroy(half) == fwSuccess, "destroy split");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+// A local rank killed while the others wait in the segment (a collective
+// of many rounds) is named by every survivor within the timeout.
+TEST_F(SharedMemory, KilledLocalRankIsNamedByEverySurvivor) {
+  auto outcomes = runRanks(4, [](const RankContext& ctx) {
+    setenv("FAIRWAY_SHM_CHUNK_BYTES", "4096", 1);  // many rounds per call
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    std::vector<float> a(1 << 18, 1.0f), b(1 << 18);
+    for (int i = 0; i < 1000; ++i) {
+      if (ctx.rank == 1 && i == 3) raise(SIGKILL);
+      auto start = Clock::now();
+      fwResult_t r = fwAllReduce(a.data(), b.data(), a.size(), fwFloat32, fwSum, comm, nullptr);
+      if (r == fwSuccess) continue;
+      int failures = 0;
+      RANK_CHECK(ctx, r == fwRemoteError, std::string("result ") + fwGetErrorString(r));
+      RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "rank 1") != nullptr, "message names rank 1");
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      RANK_CHECK(ctx, ms < kTimeoutMs, "took " + std::to_string(ms) + " ms");
+      fwCommAbort(comm);
+      return failures;
+    }
+    reportFailure(ctx, "1000 allreduces succeeded although rank 1 was killed");
+    return 1;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(outcomes[r].exitCode, r == 1 ? 128 + SIGKILL : 0) << "rank " << r;
+}
+
+TEST_F(SharedMemory, AbortLeavesNothingBehind) {
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = allreduceOnes(ctx, comm, 10);
+    RANK_CHECK(ctx, fwCommAbort(comm) == fwSuccess, "abort");
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+// Ranks that call different collectives, or with different counts, are
+// told so by the segment's round descriptors, before any data is read.
+TEST_F(SharedMemory, MismatchedCallsAreDiagnosedInTheSegment) {
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    std::vector<double> a(4096, 1.0), b(4096);
+    const size_t count = ctx.rank == 2 ? 4000 : 1000;
+    fwResult_t r = fwAllReduce(a.data(), b.data(), count, fwFloat64, fwSum, comm, nullptr);
+    int failures = 0;
+    RANK_CHECK(ctx, r == fwCollectiveMismatch || r == fwRemoteError, std::string("result ") + fwGetErrorString(r));
+    RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "count") != nullptr, "message names the count");
+    RANK_CHECK(ctx, b[1500] == 0.0 && b[4000] == 0.0, "nothing written past this rank's count");
+    fwCommAbort(comm);
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+// /dev/shm too small for the segment (a 32 MiB tmpfs mounted over it in a
+// private mount namespace, room for UCX's own shared memory but not for
+// chunks of 64 MiB; root only): the leader's warning names the size and
+// the free space, and the collectives still run, over UCX.
+TEST_F(SharedMemory, FullDevShmIsReportedAndFallsBackToUcx) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a small /dev/shm needs root";
+  const std::string log = "/tmp/fairway-shm-test-" + std::to_string(getpid()) + ".log";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=32m") != 0) {
+      _exit(77);  // no mount namespaces here
+    }
+    auto outcomes = runRanks(2, [&](const RankContext& ctx) {
+      setenv("FAIRWAY_DEBUG", "WARN", 1);
+      setenv("FAIRWAY_SHM_CHUNK_BYTES", "64M", 1);
+      if (ctx.rank == 0) {
+        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, STDERR_FILENO);
+      }
+      fwComm_t comm;
+      if (initOrReport(ctx, &comm)) return 1;
+      int failures = 0;
+      RANK_CHECK(ctx, mappedSegments().empty(), "a segment was mapped although /dev/shm is full");
+      failures += allreduceOnes(ctx, comm, 50000);
+      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+      return failures;
+    });
+    _exit(outcomes[0].exitCode != 0 || outcomes[1].exitCode != 0 ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private mount namespace here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "ranks failed under a full /dev/shm";
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(log.c_str());
+  EXPECT_NE(text.str().find("shared-memory segment needs"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("/dev/shm has"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("run over UCX"), std::string::npos) << text.str();
+}
+
+}  // namespace
+}  // namespace fairway::testing

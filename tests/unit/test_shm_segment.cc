@@ -1,0 +1,73 @@
+// The node's shared-memory segment on its own: created zeroed and
+// reserved, opened by name, refused with the size and the free space when
+// /dev/shm cannot hold it, and never left in /dev/shm once unlinked.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <string>
+
+#include "comm/shm/shm_node.h"
+#include "comm/shm/shm_segment.h"
+
+namespace fairway {
+namespace {
+
+bool exists(const std::string& name) {
+  struct stat st {};
+  return ::stat(("/dev/shm" + name).c_str(), &st) == 0;
+}
+
+TEST(ShmSegment, CreateOpenAndUnlink) {
+  ShmSegment leader;
+  ASSERT_TRUE(ShmSegment::create(1 << 20, &leader).isOk());
+  ASSERT_TRUE(leader.mapped());
+  EXPECT_EQ(leader.data()[12345], 0);
+  EXPECT_EQ(leader.name().rfind(std::string("/") + kShmNamePrefix, 0), 0u) << leader.name();
+  EXPECT_TRUE(exists(leader.name()));
+  leader.data()[100] = 42;
+  ShmSegment follower;
+  ASSERT_TRUE(ShmSegment::open(leader.name(), 1 << 20, &follower).isOk());
+  EXPECT_EQ(follower.data()[100], 42);
+  // A follower that expects more than the leader made is refused.
+  ShmSegment greedy;
+  const Status st = ShmSegment::open(leader.name(), 2 << 20, &greedy);
+  EXPECT_EQ(st.code(), fwInvalidUsage);
+  EXPECT_NE(st.message().find("FAIRWAY_SHM_CHUNK_BYTES"), std::string::npos) << st.message();
+  leader.unlink();
+  EXPECT_FALSE(exists(leader.name()));
+  EXPECT_EQ(follower.data()[100], 42);  // the mappings outlive the name
+  ShmSegment late;
+  EXPECT_EQ(ShmSegment::open(leader.name(), 1 << 20, &late).code(), fwSystemError);
+}
+
+TEST(ShmSegment, DestroyingTheCreatorUnlinks) {
+  std::string name;
+  {
+    ShmSegment segment;
+    ASSERT_TRUE(ShmSegment::create(4096, &segment).isOk());
+    name = segment.name();
+  }
+  EXPECT_FALSE(exists(name));
+}
+
+TEST(ShmSegment, TooLargeNamesTheSizeAndTheFreeSpace) {
+  ShmSegment segment;
+  const size_t huge = size_t{1} << 52;
+  const Status st = ShmSegment::create(huge, &segment);
+  EXPECT_EQ(st.code(), fwSystemError);
+  EXPECT_NE(st.message().find(std::to_string(huge) + " bytes"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("/dev/shm has"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("free"), std::string::npos) << st.message();
+  EXPECT_FALSE(segment.mapped());
+}
+
+TEST(ShmSegment, SizeGrowsWithRanksAndChunks) {
+  const size_t two = SharedMemoryNode::segmentBytes(2, 256 << 10);
+  const size_t eight = SharedMemoryNode::segmentBytes(8, 256 << 10);
+  EXPECT_GE(two, 2 * 2 * (size_t{256} << 10));  // double-buffered input per rank
+  EXPECT_GE(eight, 3 * two);  // a slot per rank (result areas shrink as ranks grow)
+  EXPECT_EQ(eight % 4096, 0u);
+}
+
+}  // namespace
+}  // namespace fairway
