@@ -358,7 +358,9 @@ Algorithm Selector::cheapestAcrossNodes(const SelectionKey& key) const {
 }
 
 double Selector::predict(const SelectionKey& key, Algorithm algorithm) const {
-  if (algorithm == Algorithm::Native) return -1;
+  // No model of NCCL's own or the shared-memory collectives (and no need
+  // to pay for the shape on every small call).
+  if (algorithm == Algorithm::Native || algorithm == Algorithm::SharedMemory) return -1;
   return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_));
 }
 

@@ -27,10 +27,11 @@ void setText(char* dst, size_t size, const std::string& text) {
 }  // namespace
 
 Status Communicator::attachSharedMemory() {
-  // Two collective numbers on every rank, used or not: the leader's record
-  // to its node, then whether every local rank mapped the segment.
+  // Three collective numbers on every rank, used or not: the leader's
+  // record to its node, whether every local rank mapped the segment, and
+  // whether every one may read every other's memory (single copies).
   const uint32_t base = nextSequence_;
-  nextSequence_ += 2;
+  nextSequence_ += 3;
   const int node = layout_.nodeOf(rank());
   const std::vector<int>& nodeRanks = layout_.ranksOfNode(node);
   const int localRank = layout_.localRankOf(rank());
@@ -55,6 +56,20 @@ Status Communicator::attachSharedMemory() {
     shm = std::make_unique<SharedMemoryNode>(std::move(segment), localRank, nodeRanks, chunkBytes, *messenger_,
                                              config_, messenger_->yieldsWhenIdle());
   };
+  // The minimum of every local rank's answer, over UCX.
+  Reserved exchange;
+  exchange.chosen = true;
+  exchange.algorithm = Algorithm::RecursiveDoubling;
+  auto everyRank = [&](int32_t mine, uint32_t sequence, const char* what, int32_t* out) {
+    CollectiveArgs min;
+    min.kind = CollectiveKind::AllReduce;
+    min.datatype = fwInt32;
+    min.op = fwMin;
+    min.count = 1;
+    min.send = &mine;
+    min.recv = out;
+    return execute(min, sequence, nodeRanks, exchange).withContext(what);
+  };
   if (localRank == 0) {
     ShmSegment segment;
     Status created = ShmSegment::create(bytes, &segment);
@@ -64,6 +79,7 @@ Status Communicator::attachSharedMemory() {
     if (created.isOk()) {
       adopt(std::move(segment));
       shm->format();  // the broadcast below orders this before every follower's read
+      shm->publishAddress();
     }
   }
   Reserved tree;
@@ -87,25 +103,15 @@ Status Communicator::attachSharedMemory() {
       adopt(std::move(segment));
       opened = shm->checkFormat();
       if (!opened.isOk()) shm.reset();
+      if (shm) shm->publishAddress();
     }
     if (!opened.isOk()) {
       why = "rank " + std::to_string(rank()) + ": " + opened.message();
       failedHere = true;
     }
   }
-  // Whether all local ranks mapped it (the minimum of their answers).
-  int32_t mapped = shm ? 1 : 0, everyone = 0;
-  Reserved exchange;
-  exchange.chosen = true;
-  exchange.algorithm = Algorithm::RecursiveDoubling;
-  args = CollectiveArgs();
-  args.kind = CollectiveKind::AllReduce;
-  args.datatype = fwInt32;
-  args.op = fwMin;
-  args.count = 1;
-  args.send = &mapped;
-  args.recv = &everyone;
-  FW_RETURN_IF_ERROR(execute(args, base + 1, nodeRanks, exchange).withContext("attaching the node's segment"));
+  int32_t everyone = 0;
+  FW_RETURN_IF_ERROR(everyRank(shm ? 1 : 0, base + 1, "attaching the node's segment", &everyone));
   if (shm) shm->unlinkName();  // the leader's: every local rank has mapped it or given up
   if (everyone != 1) {
     // A rank could not map it: the node's collectives run over UCX. The
@@ -117,9 +123,16 @@ Status Communicator::attachSharedMemory() {
     }
     return Status::ok();
   }
+  int32_t readable = 0;
+  FW_RETURN_IF_ERROR(everyRank(config_.shmSingleCopyBytes > 0 && shm->canReadPeers() ? 1 : 0, base + 2,
+                               "checking single-copy reads", &readable));
+  if (readable == 1) shm->enableSingleCopy(config_.shmSingleCopyBytes);
   if (localRank == 0) {
     FW_LOG(Info, Init, "node %s: shared-memory segment of %zu bytes for %d ranks (chunks of %zu bytes), "
-           "unlinked once mapped", layout_.nodeName(node).c_str(), bytes, local, chunkBytes);
+           "unlinked once mapped; single-copy reads %s", layout_.nodeName(node).c_str(), bytes, local, chunkBytes,
+           readable == 1 ? ("from " + std::to_string(config_.shmSingleCopyBytes) + " bytes").c_str()
+           : config_.shmSingleCopyBytes == 0 ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
+                                             : "off (a rank may not read another's memory: ptrace permission)");
   }
   shm_ = std::move(shm);
   selector_.setSharedMemory(true);

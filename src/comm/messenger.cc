@@ -363,6 +363,9 @@ Status Messenger::timeoutStatus(const Pending* list, size_t count) const {
 }
 
 Status Messenger::brokenStatus() const {
+  // Every call asks: a healthy communicator answers without the lock
+  // (broken_ is set after the status, under it).
+  if (!broken_.load(std::memory_order_acquire)) return Status::ok();
   std::lock_guard<std::mutex> lock(brokenMutex_);
   return brokenStatus_;
 }

@@ -188,6 +188,7 @@ Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
   FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_SPIN_US", 0, 10000000, &c.spinMicros));
   FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SHM_CHUNK_BYTES", 4096, size_t{64} << 20, &c.shmChunkBytes));
   c.shmChunkBytes &= ~size_t{63};  // whole cache lines
+  FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SHM_SINGLE_COPY_BYTES", 0, size_t{1} << 40, &c.shmSingleCopyBytes));
   FW_RETURN_IF_ERROR(parseBytes(lookup, "FAIRWAY_SLICE_BYTES", 4096, size_t{1} << 40, &p.sliceBytes));
   int64_t inFlight = p.slicesInFlight;
   FW_RETURN_IF_ERROR(parseInteger(lookup, "FAIRWAY_SLICES_IN_FLIGHT", 1, 16, &inFlight));

@@ -26,6 +26,11 @@ class [[nodiscard]] Status {
     if (isOk()) return *this;
     return Status(code_, context + ": " + message_);
   }
+  // The same for a literal: nothing is built on success (every call adds one).
+  Status withContext(const char* context) const {
+    if (isOk()) return *this;
+    return Status(code_, std::string(context) + ": " + message_);
+  }
 
  private:
   fwResult_t code_ = fwSuccess;

@@ -14,6 +14,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -140,6 +142,59 @@ TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
     return failures;
   });
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+// Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES, off by default): every
+// allgather and broadcast reads the owners' buffers in place, in and out
+// of place, blocks that do not divide evenly and every root; the log says
+// the node turned them on, so this is not the copy path passing for them.
+TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
+  const std::string log = "/tmp/fairway-shm-single-copy-" + std::to_string(getpid()) + ".log";
+  // Before the fork: rank 0 reads the log settings when it makes the unique id.
+  setenv("FAIRWAY_DEBUG", "INFO", 1);
+  setenv("FAIRWAY_DEBUG_SUBSYS", "INIT", 1);
+  auto outcomes = runRanks(3, [&](const RankContext& ctx) {
+    setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
+    if (ctx.rank == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) dup2(fd, STDERR_FILENO);
+    }
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = 0;
+    const int n = ctx.nranks;
+    for (size_t count : {size_t{1}, size_t{7}, size_t{100003}}) {
+      for (bool inPlace : {false, true}) {
+        std::vector<int32_t> all(count * n, -1), mine(count);
+        for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(ctx.rank * 1000003 + i);
+        if (inPlace) std::copy(mine.begin(), mine.end(), all.begin() + count * ctx.rank);
+        const void* send = inPlace ? static_cast<const void*>(all.data() + count * ctx.rank) : mine.data();
+        RANK_CHECK(ctx, fwAllGather(send, all.data(), count, fwInt32, comm, nullptr) == fwSuccess, "allgather");
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < count; i += 97) {
+            RANK_CHECK(ctx, all[r * count + i] == static_cast<int32_t>(r * 1000003 + i), "allgather value");
+          }
+        }
+      }
+      for (int root = 0; root < n; ++root) {
+        std::vector<int32_t> buf(count, ctx.rank == root ? 0 : -1);
+        if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(root + 3 * i);
+        RANK_CHECK(ctx, fwBroadcast(buf.data(), buf.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
+                   "broadcast");
+        for (size_t i = 0; i < count; i += 89) RANK_CHECK(ctx, buf[i] == static_cast<int32_t>(root + 3 * i), "value");
+      }
+    }
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  unsetenv("FAIRWAY_DEBUG");
+  unsetenv("FAIRWAY_DEBUG_SUBSYS");
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(log.c_str());
+  EXPECT_NE(text.str().find("single-copy reads from 1 bytes"), std::string::npos) << text.str();
 }
 
 // A local rank killed while the others wait in the segment (a collective

@@ -197,7 +197,7 @@ class ConfigEnv : public ::testing::Test {
   void TearDown() override {
     for (const char* v : {"FAIRWAY_TIMEOUT_MS", "FAIRWAY_TRANSPORT", "FAIRWAY_ALGO", "FAIRWAY_SEGMENT_BYTES",
                           "FAIRWAY_PIPELINE_DEPTH", "FAIRWAY_SLICE_BYTES", "FAIRWAY_COMPRESS",
-                          "FAIRWAY_SHM_CHUNK_BYTES"}) {
+                          "FAIRWAY_SHM_CHUNK_BYTES", "FAIRWAY_SHM_SINGLE_COPY_BYTES"}) {
       unsetenv(v);
     }
   }
@@ -224,9 +224,12 @@ TEST_F(ConfigEnv, SharedMemoryChunk) {
   Config c;
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{256} << 10);
+  EXPECT_EQ(c.shmSingleCopyBytes, 0u);  // measured slower than two copies on the reference machine
+  setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "4M", 1);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "1M", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{1} << 20);
+  EXPECT_EQ(c.shmSingleCopyBytes, size_t{4} << 20);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "5000", 1);  // whole cache lines
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{4992});

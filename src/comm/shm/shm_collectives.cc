@@ -11,6 +11,11 @@
 namespace fairway {
 namespace {
 
+// Up to this size every rank reduces the whole buffer from every input
+// itself: one synchronisation instead of two (the split reduction's
+// hand-over of slices), at the price of reading every input.
+constexpr size_t kReduceEverywhereBytes = 16 * 1024;
+
 // Rounds needed to move `longest` elements, `perRound` at a time.
 size_t roundsFor(size_t longest, size_t perRound) { return (longest + perRound - 1) / perRound; }
 
@@ -27,6 +32,9 @@ size_t pieceOf(size_t count, size_t first, size_t perRound) {
 Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
+    return reduceEverywhere(node, send, recv, count, -1);
+  }
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
@@ -48,10 +56,32 @@ Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, vo
   return Status::ok();
 }
 
+// Small buffers in one round: every input in, then each rank that needs
+// the result (all, or root only) combines all of them in rank order: the
+// same bits everywhere, and no second hand-over.
+Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* send, void* recv, size_t count,
+                                          int root) {
+  const size_t es = node.elementSize();
+  FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
+  segmentCopy(input(localRank_, round_), send, count * es);
+  post(arrived(round_));
+  if (root < 0 || localRank_ == root) {
+    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    reduceSlices(node, static_cast<char*>(recv), 0, count);
+    node.reducer().finalize(recv, count);
+  }
+  post(finished(round_));
+  ++round_;
+  return Status::ok();
+}
+
 // As allreduce, with only the root copying the result out.
 Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
+    return reduceEverywhere(node, send, recv, count, root);
+  }
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
@@ -107,6 +137,7 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
 Status SharedMemoryNode::allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  if (singleCopy(blocks.chunkCount(0) * es)) return allgatherInPlace(node, buf, blocks);
   const size_t perRound = chunkBytes_ / es;
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
@@ -130,6 +161,7 @@ Status SharedMemoryNode::allgather(CollectiveContext& node, void* buf, const Chu
 Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t count, int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  if (singleCopy(count * es)) return broadcastInPlace(node, buf, count, root);
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
@@ -143,6 +175,48 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
     post(finished(round_));
   }
   return Status::ok();
+}
+
+// One round: every rank publishes its buffer, reads each peer's block
+// from it (the next peer first, so ranks do not all read one at once),
+// and returns only once every peer has read its block.
+Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
+  const size_t es = node.elementSize();
+  FW_RETURN_IF_ERROR(beginRound(node, kAllgatherInPlace, -1, blocks.count));
+  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(buf), std::memory_order_relaxed);
+  post(arrived(round_));
+  for (int step = 1; step < ranks_; ++step) {
+    const int q = (localRank_ + step) % ranks_;
+    FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
+    const uint64_t theirs = control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+    const size_t at = blocks.chunkOffset(q) * es;
+    FW_RETURN_IF_ERROR(readPeer(q, node.at(buf, blocks.chunkOffset(q)), theirs + at, blocks.chunkCount(q) * es));
+  }
+  post(finished(round_));
+  Status st = awaitAll(finished(round_), false);
+  ++round_;
+  return st;
+}
+
+// The root publishes its buffer; every other rank reads all of it.
+Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root) {
+  FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count));
+  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(buf), std::memory_order_relaxed);
+  post(arrived(round_));
+  Status st;
+  if (localRank_ != root) {
+    st = await(root, arrived(round_), true);
+    if (st.isOk()) {
+      st = readPeer(root, buf, control(root).userBuffer[round_ % 2].load(std::memory_order_relaxed),
+                    count * node.elementSize());
+    }
+    if (st.isOk()) post(finished(round_));
+  } else {
+    post(finished(round_));
+    st = awaitAll(finished(round_), false);
+  }
+  ++round_;
+  return st;
 }
 
 Status SharedMemoryNode::barrier(CollectiveContext& node) {

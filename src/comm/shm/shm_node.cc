@@ -3,10 +3,13 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 
 #include "algorithms/context.h"
@@ -20,7 +23,10 @@ constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
 constexpr int kHealthCheckIntervalMs = 50;
-constexpr unsigned kPollsPerClockRead = 32;
+// Empty polls between looks at the clock and at the transports (a
+// two-phase algorithm's rail messages): both cost more than a poll, and
+// most waits here end within a few polls.
+constexpr unsigned kPollsPerClockRead = 256;
 
 size_t roundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
 
@@ -63,7 +69,45 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       ranks_(static_cast<int>(nodeRanks_.size())), chunkBytes_(chunkBytes),
       resultBytes_(resultBytesFor(ranks_, chunkBytes)), slotBytes_(slotBytesFor(ranks_, chunkBytes)),
       messenger_(messenger), timeoutMs_(config.timeoutMs), spinMicros_(config.spinMicros),
-      yieldWhenIdle_(yieldWhenIdle) {}
+      yieldWhenIdle_(yieldWhenIdle), seen_(ranks_, 0) {
+  static_assert(offsetof(Control, sleepers) == 64, "the phase and the descriptors fill the first line");
+  for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
+}
+
+void SharedMemoryNode::publishAddress() {
+  Control& mine = control(localRank_);
+  mine.selfAddress.store(reinterpret_cast<uintptr_t>(&mine), std::memory_order_release);
+}
+
+bool SharedMemoryNode::canReadPeers() const {
+  for (int p = 0; p < ranks_; ++p) {
+    if (p == localRank_) continue;
+    uint64_t theirs = 0;
+    const uint64_t where = control(p).selfAddress.load(std::memory_order_acquire) + offsetof(Control, selfAddress);
+    if (where == offsetof(Control, selfAddress)) return false;
+    if (!readPeer(p, &theirs, where, sizeof(theirs)).isOk()) return false;
+    if (theirs + offsetof(Control, selfAddress) != where) return false;  // read something else
+  }
+  return true;
+}
+
+Status SharedMemoryNode::readPeer(int peer, void* local, uint64_t remote, size_t bytes) const {
+  char* to = static_cast<char*>(local);
+  while (bytes > 0) {
+    iovec mine{to, bytes};
+    iovec theirs{reinterpret_cast<void*>(static_cast<uintptr_t>(remote)), bytes};
+    const ssize_t got = ::process_vm_readv(pids_[peer], &mine, 1, &theirs, 1, 0);
+    if (got <= 0) {
+      const int error = got < 0 ? errno : EIO;
+      return Status(fwRemoteError, "reading rank " + std::to_string(nodeRanks_[peer]) + "'s buffer (pid " +
+                                       std::to_string(pids_[peer]) + "): " + std::strerror(error));
+    }
+    to += got;
+    remote += static_cast<uint64_t>(got);
+    bytes -= static_cast<size_t>(got);
+  }
+  return Status::ok();
+}
 
 void SharedMemoryNode::format() {
   // posix_fallocate left the segment zeroed: every counter starts at 0.
@@ -121,8 +165,14 @@ Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, in
   // This parity's buffers were last read in round - 2.
   FW_RETURN_IF_ERROR(awaitAll(finished(round_ - 2), false));
   const Reducer* reducer = kind == kAllgather || kind == kBroadcast || kind == kBarrier ? nullptr : &node.reducer();
-  current_ = Descriptor{round_, node.sequence(), kind, reducer ? static_cast<uint32_t>(reducer->datatype()) : 0,
-                        reducer ? static_cast<uint32_t>(reducer->op()) : 0, root, count};
+  current_ = Descriptor{round_,
+                        node.sequence(),
+                        static_cast<uint8_t>(kind),
+                        static_cast<uint8_t>(reducer ? reducer->datatype() : 0),
+                        static_cast<uint8_t>(reducer ? reducer->op() : 0),
+                        0,
+                        root,
+                        count};
   control(localRank_).round[round_ % 2] = current_;
   return Status::ok();
 }
@@ -141,10 +191,14 @@ Status SharedMemoryNode::awaitAll(uint32_t phase, bool checkRound) {
 }
 
 Status SharedMemoryNode::await(int peer, uint32_t phase, bool checkRound) {
+  if (!checkRound && reached(seen_[peer], phase)) return Status::ok();
   Control& theirs = control(peer);
-  if (!reached(theirs.phase.load(std::memory_order_acquire), phase)) {
+  uint32_t now = theirs.phase.load(std::memory_order_acquire);
+  if (!reached(now, phase)) {
     FW_RETURN_IF_ERROR(slowWait(peer, phase));
+    now = theirs.phase.load(std::memory_order_acquire);
   }
+  seen_[peer] = now;
   return checkRound ? checkDescriptor(peer) : Status::ok();
 }
 
@@ -153,7 +207,11 @@ Status SharedMemoryNode::checkDescriptor(int peer) const {
   const Descriptor& ours = current_;
   if (std::memcmp(&theirs, &ours, sizeof(Descriptor)) == 0) return Status::ok();
   auto describe = [](const Descriptor& d) {
-    return "collective #" + std::to_string(d.sequence) + " (shared-memory step " + std::to_string(d.kind) +
+    static const char* const kKinds[] = {"?",       "allreduce", "reduce-scatter",         "allgather",
+                                         "broadcast", "reduce",  "barrier", "allgather (single copy)",
+                                         "broadcast (single copy)"};
+    const char* kind = d.kind < sizeof(kKinds) / sizeof(kKinds[0]) ? kKinds[d.kind] : "?";
+    return "collective #" + std::to_string(d.sequence) + " (shared-memory " + kind +
            ", type " + std::to_string(d.datatype) + ", op " + std::to_string(d.op) + ", root " +
            std::to_string(d.root) + ", count " + std::to_string(d.count) + ", round " + std::to_string(d.round) + ")";
   };

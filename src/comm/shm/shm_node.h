@@ -43,6 +43,15 @@ class SharedMemoryNode final : public NodePhase {
   // Removes the segment's name once every local rank has mapped it (the
   // creator's call; a no-op elsewhere).
   void unlinkName() { segment_.unlink(); }
+  // Single-copy reads (Linux cross-memory attach, process_vm_readv):
+  // publish this block's address, then, once every rank has, check that
+  // this process may read every peer (ptrace access: same user, and Yama
+  // allowing it). The node uses them only where every rank can.
+  void publishAddress();
+  bool canReadPeers() const;
+  // singleCopyBytes: blocks of allgather and broadcasts of at least this
+  // many bytes are read straight from the owner's buffer (0: never).
+  void enableSingleCopy(size_t singleCopyBytes) { singleCopyBytes_ = singleCopyBytes; }
   int localRank() const { return localRank_; }
   int ranks() const { return ranks_; }
   size_t chunkBytes() const { return chunkBytes_; }
@@ -63,17 +72,26 @@ class SharedMemoryNode final : public NodePhase {
   Status barrier(CollectiveContext& node) override;
 
  private:
+  // 24 bytes, so the phase and both parities' descriptors share the
+  // first cache line of a control block: a peer's wait reads one line.
   struct Descriptor {
-    uint32_t round, sequence, kind, datatype, op;
+    uint32_t round, sequence;
+    uint8_t kind, datatype, op, unused;
     int32_t root;
     uint64_t count;
   };
   struct alignas(128) Control {
     std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
-    std::atomic<uint32_t> sleepers;
+    uint32_t unused;
+    Descriptor round[2];  // of the rounds of each parity
+    // Written rarely, on a line of their own.
+    alignas(64) std::atomic<uint32_t> sleepers;
     std::atomic<uint32_t> announcedSequence;
     std::atomic<uint32_t> announcedSignature;  // signature + 1; 0: nothing announced yet
-    Descriptor round[2];                       // of the rounds of each parity
+    // Where this block sits in its owner's address space (the probe of
+    // single-copy reads), and the buffer peers read in place, per parity.
+    std::atomic<uint64_t> selfAddress;
+    std::atomic<uint64_t> userBuffer[2];
   };
   struct alignas(128) Header {
     uint64_t magic;
@@ -81,7 +99,10 @@ class SharedMemoryNode final : public NodePhase {
     uint64_t chunkBytes;
   };
   // Kinds in descriptors (the node phase's calls are collectives of their own).
-  enum Kind : uint32_t { kAllreduce = 1, kReduceScatter, kAllgather, kBroadcast, kReduce, kBarrier };
+  enum Kind : uint32_t {
+    kAllreduce = 1, kReduceScatter, kAllgather, kBroadcast, kReduce, kBarrier,
+    kAllgatherInPlace, kBroadcastInPlace,  // single-copy reads of the peers' own buffers
+  };
 
   Control& control(int rank) const;
   char* input(int rank, uint32_t round) const;
@@ -101,6 +122,14 @@ class SharedMemoryNode final : public NodePhase {
   Status slowWait(int peer, uint32_t phase);
   Status stalledPeerStatus(int peer) const;
   Status checkContext(const CollectiveContext& node) const;
+  // allgather and broadcast read straight from the owners' buffers.
+  Status allgatherInPlace(CollectiveContext& node, void* buf, const ChunkLayout& blocks);
+  Status broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root);
+  // Copies bytes at remote (peer's address space) to local.
+  Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
+  bool singleCopy(size_t bytes) const { return singleCopyBytes_ != 0 && bytes >= singleCopyBytes_; }
+  // allreduce (root < 0) or reduce of a buffer that fits one round.
+  Status reduceEverywhere(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // Reduces count elements at byte offset `at` of every rank's input into dst.
   void reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count) const;
 
@@ -116,7 +145,12 @@ class SharedMemoryNode final : public NodePhase {
   int64_t spinMicros_;
   bool yieldWhenIdle_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
+  size_t singleCopyBytes_ = 0;
+  std::vector<int32_t> pids_;  // of the local ranks
   Descriptor current_{};
+  // The highest phase seen of each peer: a wait already satisfied costs
+  // no read of the peer's line.
+  std::vector<uint32_t> seen_;
 };
 
 }  // namespace fairway
