@@ -83,6 +83,10 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
   plan.ucxReachesDeviceMemory = in.ucxReachesDeviceMemory;
   const Level intra = levelOf("intra-node", in.forceIntra, "FAIRWAY_INTRA_TRANSPORT", in.forceAll);
   const Level inter = levelOf("inter-node", in.forceInter, "FAIRWAY_INTER_TRANSPORT", in.forceAll);
+  if (intra.forced == "ucx") {
+    plan.hostSharedMemory = false;
+    plan.hostIntraReason = std::string(intra.variable) + "=ucx";
+  }
   const std::vector<const Level*> levels =
       in.nodeCount > 1 ? std::vector<const Level*>{&intra, &inter} : std::vector<const Level*>{&intra};
   for (const Level* level : levels) {
@@ -130,7 +134,8 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
 }
 
 std::string TransportPlan::describe() const {
-  std::string text = "host buffers: ucx at both levels; device buffers: ";
+  std::string text = hostSharedMemory ? "host buffers: shared memory inside nodes, ucx between them; device buffers: "
+                                      : "host buffers: ucx at both levels (" + hostIntraReason + "); device buffers: ";
   if (intraDevice == DevicePath::None) return text + "none";
   text += std::string("intra-node ") + devicePathName(intraDevice);
   if (nodeCount > 1) text += std::string(", inter-node ") + devicePathName(interDevice);

@@ -53,7 +53,13 @@ struct PlanReason {
 // collective uses is the selection table's (algorithms/selector.h).
 struct TransportPlan {
   int nodeCount = 1;
-  // Host buffers: UCX at both levels (NCCL reaches device memory only).
+  // Host buffers inside a node: the node's shared-memory segment, unless
+  // UCX is forced there (FAIRWAY_INTRA_TRANSPORT=ucx, or FAIRWAY_TRANSPORT=ucx
+  // with no intra-node choice); UCX between nodes. Where a node's segment
+  // cannot be made, its ranks fall back to UCX (comm/communicator_shm.cc).
+  bool hostSharedMemory = true;
+  std::string hostIntraReason;  // why not, when it is not
+  // Device buffers (NCCL reaches device memory only).
   DevicePath intraDevice = DevicePath::None;
   DevicePath interDevice = DevicePath::None;  // None on one node
   // How device buffers cross UCX wherever UCX carries them (collectives

@@ -38,8 +38,7 @@ Status Communicator::attachSharedMemory() {
   const int local = static_cast<int>(nodeRanks.size());
   std::string skip;
   if (local < 2) skip = "one rank on this node";
-  if (config_.transport == "ucx") skip = "FAIRWAY_TRANSPORT=ucx";
-  if (config_.intraTransport == "ucx") skip = "FAIRWAY_INTRA_TRANSPORT=ucx";
+  if (!plan_.hostSharedMemory) skip = plan_.hostIntraReason;
   if (!skip.empty()) {
     if (localRank == 0 && local > 1) FW_LOG(Info, Init, "node %s: no shared-memory segment (%s): host collectives "
                                                         "inside it run over UCX", layout_.nodeName(node).c_str(),

@@ -51,7 +51,7 @@ expect 0 'device runtime unavailable: libfairway-device-cuda.so could not be loa
   "a missing plugin is reported with its reason" -- env FAIRWAY_PLUGIN_PATH="$ucx_only" "$info"
 expect fail 'FAIRWAY_INTER_TRANSPORT=carrier-pigeon is not one of auto\|ucx\|nccl' "a bad transport name is named" -- \
   env FAIRWAY_INTER_TRANSPORT=carrier-pigeon "$info"
-expect 0 'plan: host buffers: ucx at both levels' "forcing ucx everywhere works" -- \
+expect 0 'plan: host buffers: ucx at both levels \(FAIRWAY_TRANSPORT=ucx\)' "forcing ucx everywhere works" -- \
   env FAIRWAY_DEBUG=INFO FAIRWAY_TRANSPORT=ucx "$fairwayrun" -np 2 --nodes 2 "$info"
 expect fail 'inter-node level' "a forced network device that does not exist fails at creation" -- \
   "$fairwayrun" -np 2 --nodes 2 -x FAIRWAY_NET_DEVICES=nosuchnic0 "$info"

@@ -286,6 +286,28 @@ TEST(TransportPlan, FallsBackToStagingWhenNcclCannotRun) {
   EXPECT_TRUE(hasReason(plan, "share GPU 0000:21:00.0 on node a (NCCL needs one GPU per rank)", true));
 }
 
+// Host buffers inside a node take its shared-memory segment unless UCX is
+// forced there, by FAIRWAY_INTRA_TRANSPORT or by FAIRWAY_TRANSPORT alone.
+TEST(TransportPlan, HostBuffersInsideANodeUseSharedMemoryUnlessUcxIsForced) {
+  PlanInputs in = gpuNode();
+  TransportPlan plan;
+  ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
+  EXPECT_TRUE(plan.hostSharedMemory);
+  EXPECT_NE(plan.describe().find("host buffers: shared memory inside nodes"), std::string::npos) << plan.describe();
+  in.forceAll = "ucx";
+  ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
+  EXPECT_FALSE(plan.hostSharedMemory);
+  EXPECT_EQ(plan.hostIntraReason, "FAIRWAY_TRANSPORT=ucx");
+  in.forceIntra = "nccl";  // the intra-node choice wins, and nccl is for device buffers
+  ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
+  EXPECT_TRUE(plan.hostSharedMemory);
+  in = gpuNode();
+  in.forceIntra = "ucx";
+  ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
+  EXPECT_FALSE(plan.hostSharedMemory);
+  EXPECT_NE(plan.describe().find("ucx at both levels (FAIRWAY_INTRA_TRANSPORT=ucx)"), std::string::npos);
+}
+
 TEST(TransportPlan, OverridesAreHonouredOrRefused) {
   PlanInputs in = gpuNode();
   in.forceIntra = "ucx";
