@@ -91,8 +91,10 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   LocalMachine* machine = nullptr;
   FW_RETURN_IF_ERROR(LocalMachine::get(config, &machine));
 
-  // Host buffers always move over UCX: inside a node over every transport
-  // UCX has (shared memory first), between nodes over the network only.
+  // Messages move over UCX: inside a node over every transport UCX has
+  // (shared memory first), between nodes over the network only. Host
+  // collectives inside a node run on the node's segment instead, where it
+  // maps (attachSharedMemory, after the connections).
   TransportInitArgs args;
   args.rank = rank;
   args.size = size;
