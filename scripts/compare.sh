@@ -28,7 +28,7 @@ case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&
 bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
-for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf mpi_perf gloo_perf; do
+for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf mpi_perf gloo_perf copy_bandwidth; do
   [ -x "$bin/$b" ] || { echo "$0: $bin/$b is missing: run scripts/setup.sh (it installs Open MPI and Gloo)" >&2; exit 1; }
 done
 for c in $colls; do
@@ -40,6 +40,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 raw=$work/raw notes=$work/notes
 : > "$notes"
+: > "$work/copy"
 
 # -m cuda: Fairway must have a GPU (its refusal says why); NCCL runs on a
 # rank count only where it has a GPU per rank, else the table says why not.
@@ -82,6 +83,8 @@ for np in $ranks; do
   with_nccl=false
   nccl_runs_on "$np" && with_nccl=true
   for rep in $(seq "$repeats"); do
+    # The yardstick for shared-memory collectives: one core's memcpy of 64 MiB.
+    "$bin/copy_bandwidth" 64M >> "$work/copy"
     for c in $colls; do
       for r in "${ranges[@]}"; do
         read -r lo hi iters warm glooIters <<< "$r"
@@ -111,9 +114,9 @@ for np in $ranks; do
   done
 done
 
-python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" <<'PY'
+python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" <<'PY'
 import collections, statistics, sys
-raw, notes, repeats, memory, outdir = sys.argv[1:]
+raw, notes, repeats, memory, outdir, copies = sys.argv[1:]
 runs = collections.defaultdict(list)
 def bus_factor(coll, n):  # nccl-tests' formulas
     return (2.0 if coll == "allreduce" else 1.0) * (n - 1) / n
@@ -134,6 +137,15 @@ where = ("Fairway and NCCL on device buffers, Open MPI and Gloo on host buffers"
 lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas), median of {repeats} "
          "interleaved runs per library; Open MPI over UCX, Gloo over TCP", ""]
 lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
+copy_rates = [float(line.split()[1]) for line in open(copies) if line.strip()]
+if copy_rates:
+    copy = statistics.median(copy_rates)
+    note = f"single-core memcpy of 64 MiB: {copy:.2f} GB/s (median of {len(copy_rates)}, one per repeat)"
+    ar = [float(l.split()[4]) for l in open(raw) if l.split()[:4] == ["fairway", "2", "allreduce", str(64 << 20)]]
+    if ar:
+        busbw = statistics.median((64 << 20) / t / 1e3 for t in ar)
+        note += f"; Fairway's 2-rank 64 MiB allreduce busbw {busbw:.2f} GB/s is {100 * busbw / copy:.0f}% of it"
+    lines.append(f"- {note}")
 if lines[-1] != "":
     lines.append("")
 data = open(f"{outdir}/compare.dat", "w")

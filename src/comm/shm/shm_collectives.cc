@@ -30,15 +30,27 @@ size_t pieceOf(size_t count, size_t first, size_t perRound) {
 // result area; every rank copies all slices out. The combined bits are
 // computed once, so every rank gets the same ones.
 Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
+  return reduceInRounds(node, send, recv, count, -1);
+}
+
+// As allreduce, with only the root copying the result out.
+Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) {
+  return reduceInRounds(node, send, recv, count, root);
+}
+
+// allreduce (root < 0) or reduce.
+Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* send, void* recv, size_t count,
+                                        int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
   if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
-    return reduceEverywhere(node, send, recv, count, -1);
+    return reduceEverywhere(node, send, recv, count, root);
   }
+  const bool copiesOut = root < 0 || localRank_ == root;
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
-    FW_RETURN_IF_ERROR(beginRound(node, kAllreduce, -1, count));
+    FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
     segmentCopy(input(localRank_, round_), node.at(send, first), length * es);
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
@@ -48,6 +60,7 @@ Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, vo
     reduceSlices(node, mine, slices.chunkOffset(localRank_) * es, sliceCount);
     node.reducer().finalize(mine, sliceCount);
     post(finished(round_));
+    if (!copiesOut) continue;
     FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
     for (int q = 0; q < ranks_; ++q) {
       segmentCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
@@ -72,35 +85,6 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
   }
   post(finished(round_));
   ++round_;
-  return Status::ok();
-}
-
-// As allreduce, with only the root copying the result out.
-Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) {
-  FW_RETURN_IF_ERROR(checkContext(node));
-  const size_t es = node.elementSize();
-  if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
-    return reduceEverywhere(node, send, recv, count, root);
-  }
-  const size_t perRound = chunkBytes_ / es;
-  for (size_t first = 0; first < count; first += perRound, ++round_) {
-    const size_t length = std::min(perRound, count - first);
-    FW_RETURN_IF_ERROR(beginRound(node, kReduce, root, count));
-    segmentCopy(input(localRank_, round_), node.at(send, first), length * es);
-    post(arrived(round_));
-    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
-    const ChunkLayout slices{length, ranks_, 0};
-    char* mine = result(localRank_, round_);
-    const size_t sliceCount = slices.chunkCount(localRank_);
-    reduceSlices(node, mine, slices.chunkOffset(localRank_) * es, sliceCount);
-    node.reducer().finalize(mine, sliceCount);
-    post(finished(round_));
-    if (localRank_ != root) continue;
-    FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
-    for (int q = 0; q < ranks_; ++q) {
-      segmentCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
-    }
-  }
   return Status::ok();
 }
 

@@ -128,6 +128,8 @@ class SharedMemoryNode final : public NodePhase {
   // Copies bytes at remote (peer's address space) to local.
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
   bool singleCopy(size_t bytes) const { return singleCopyBytes_ != 0 && bytes >= singleCopyBytes_; }
+  // allreduce (root < 0) or reduce, in rounds or, when small, in one.
+  Status reduceInRounds(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // allreduce (root < 0) or reduce of a buffer that fits one round.
   Status reduceEverywhere(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // Reduces count elements at byte offset `at` of every rank's input into dst.
