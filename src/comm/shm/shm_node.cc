@@ -1,7 +1,6 @@
 #include "comm/shm/shm_node.h"
 
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <cstring>
 
 #include "algorithms/context.h"
+#include "comm/idle_poll.h"
 #include "comm/shm/shm_copy.h"
 
 namespace fairway {
@@ -22,7 +22,6 @@ constexpr uint64_t kMagic = 0x3130304d48535746ull;  // "FWSHM001"
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
-constexpr int kHealthCheckIntervalMs = 50;
 // Empty polls between looks at the clock and at the transports (a
 // two-phase algorithm's rail messages): both cost more than a poll, and
 // most waits here end within a few polls.
@@ -40,12 +39,6 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t seen, int timeoutMs) {
 
 void futexWakeAll(std::atomic<uint32_t>* word) {
   (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-inline void pauseCpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 size_t resultBytesFor(int ranks, size_t chunkBytes) { return roundUp(chunkBytes / ranks + 64, 64); }
@@ -149,7 +142,7 @@ char* SharedMemoryNode::result(int rank, uint32_t round) const {
 
 void SharedMemoryNode::announce(uint32_t sequence, uint8_t signature) {
   Control& mine = control(localRank_);
-  mine.announcedSequence.store(sequence, std::memory_order_relaxed);
+  mine.announcedSequence.store(sequence, std::memory_order_release);  // after this rank's last phase
   mine.announcedSignature.store(static_cast<uint32_t>(signature) + 1, std::memory_order_release);
 }
 
@@ -235,11 +228,7 @@ Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
   for (;;) {
     if (reached(theirs.phase.load(std::memory_order_acquire), phase)) return Status::ok();
     if (++polls % kPollsPerClockRead != 0) {
-      if (yieldWhenIdle_) {
-        sched_yield();
-      } else {
-        pauseCpu();
-      }
+      idlePoll(yieldWhenIdle_);
       continue;
     }
     // Work posted elsewhere (a two-phase algorithm's rail messages) moves on too.
@@ -258,7 +247,7 @@ Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
     lastCheck = now;
     FW_RETURN_IF_ERROR(messenger_.brokenStatus());
     FW_RETURN_IF_ERROR(messenger_.checkHealth());
-    FW_RETURN_IF_ERROR(stalledPeerStatus(peer));
+    FW_RETURN_IF_ERROR(stalledPeerStatus(peer, phase));
     if (now - start >= std::chrono::milliseconds(timeoutMs_)) {
       return Status(fwTimeout, "rank " + std::to_string(nodeRanks_[peer]) +
                                    " did not reach this step of the node's shared-memory collective #" +
@@ -271,11 +260,14 @@ Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
 
 // A peer that has announced another collective than ours (or a later one)
 // will never take this step.
-Status SharedMemoryNode::stalledPeerStatus(int peer) const {
+Status SharedMemoryNode::stalledPeerStatus(int peer, uint32_t phase) const {
   const Control& theirs = control(peer);
   const uint32_t signature = theirs.announcedSignature.load(std::memory_order_acquire);
   if (signature == 0) return Status::ok();
-  const uint32_t sequence = theirs.announcedSequence.load(std::memory_order_relaxed);
+  const uint32_t sequence = theirs.announcedSequence.load(std::memory_order_acquire);
+  // A peer posts its last phase of a collective before it announces the
+  // next one: having moved on since our last look, it has taken the step.
+  if (reached(theirs.phase.load(std::memory_order_acquire), phase)) return Status::ok();
   const Control& mine = control(localRank_);
   const uint32_t ourSequence = mine.announcedSequence.load(std::memory_order_relaxed);
   const uint32_t ourSignature = mine.announcedSignature.load(std::memory_order_relaxed);

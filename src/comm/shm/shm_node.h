@@ -120,7 +120,7 @@ class SharedMemoryNode final : public NodePhase {
   Status awaitAll(uint32_t phase, bool checkRound);
   Status checkDescriptor(int peer) const;
   Status slowWait(int peer, uint32_t phase);
-  Status stalledPeerStatus(int peer) const;
+  Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
   // allgather and broadcast read straight from the owners' buffers.
   Status allgatherInPlace(CollectiveContext& node, void* buf, const ChunkLayout& blocks);
