@@ -238,9 +238,7 @@ Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
                                                       "of communicator creation)"
                                                     : nullptr;
     if (why != nullptr) {
-      SelectionKey without = key;
-      without.layout = nullptr;  // the point-to-point crossovers
-      algo = defaultOnOneNode(without);
+      algo = defaultOnOneNode(key);  // for each of these reasons, the point-to-point crossovers
       static std::atomic<unsigned> warned{0};
       const unsigned bit = 1u << static_cast<unsigned>(key.kind);
       if ((warned.fetch_or(bit) & bit) == 0) {

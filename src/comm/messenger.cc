@@ -10,24 +10,18 @@
 #include <chrono>
 #include <cstring>
 
+#include "comm/idle_poll.h"
 #include "comm/tags.h"
 #include "core/log.h"
 
 namespace fairway {
 namespace {
-// How long a blocked wait sleeps before it re-checks peers' health.
-constexpr int kHealthCheckIntervalMs = 50;
 // How long a failing rank spends telling its peers.
 constexpr int kNoticeFlushMs = 200;
 // Empty polls between clock reads: reading the clock on every poll cost a
 // tenth of a small allreduce's time.
 constexpr unsigned kPollsPerClockRead = 32;
 
-inline void pauseCpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 }  // namespace
 
 Messenger::Messenger(TransportRoutes routes, int rank, std::vector<PeerInfo> peers, const Config& config,
@@ -215,11 +209,7 @@ Status Messenger::waitAll(Pending* list, size_t count) {
       continue;
     }
     if (++emptyPolls % kPollsPerClockRead != 0) {
-      if (yieldWhenIdle_) {
-        sched_yield();
-      } else {
-        pauseCpu();
-      }
+      idlePoll(yieldWhenIdle_);
       continue;
     }
     Clock::time_point now = Clock::now();

@@ -52,6 +52,24 @@ std::vector<std::string> mappedSegments() {
   return lines;
 }
 
+// Sends this process's log (stderr) to path, for the parent to read.
+void logTo(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd >= 0) {
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+  }
+}
+
+// The file's text; the file is removed.
+std::string takeText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(path.c_str());
+  return text.str();
+}
+
 int initOrReport(const RankContext& ctx, fwComm_t* comm) {
   if (fwCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess) return 0;
   reportFailure(ctx, std::string("init: ") + fwGetLastErrorMessage());
@@ -155,10 +173,7 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   setenv("FAIRWAY_DEBUG_SUBSYS", "INIT", 1);
   auto outcomes = runRanks(3, [&](const RankContext& ctx) {
     setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
-    if (ctx.rank == 0) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (fd >= 0) dup2(fd, STDERR_FILENO);
-    }
+    if (ctx.rank == 0) logTo(log);
     fwComm_t comm;
     if (initOrReport(ctx, &comm)) return 1;
     int failures = 0;
@@ -190,11 +205,8 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   unsetenv("FAIRWAY_DEBUG");
   unsetenv("FAIRWAY_DEBUG_SUBSYS");
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(log.c_str());
-  EXPECT_NE(text.str().find("single-copy reads from 1 bytes"), std::string::npos) << text.str();
+  const std::string text = takeText(log);
+  EXPECT_NE(text.find("single-copy reads from 1 bytes"), std::string::npos) << text;
 }
 
 // A local rank killed while the others wait in the segment (a collective
@@ -271,10 +283,7 @@ TEST_F(SharedMemory, FullDevShmIsReportedAndFallsBackToUcx) {
     auto outcomes = runRanks(2, [&](const RankContext& ctx) {
       setenv("FAIRWAY_DEBUG", "WARN", 1);
       setenv("FAIRWAY_SHM_CHUNK_BYTES", "64M", 1);
-      if (ctx.rank == 0) {
-        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) dup2(fd, STDERR_FILENO);
-      }
+      if (ctx.rank == 0) logTo(log);
       fwComm_t comm;
       if (initOrReport(ctx, &comm)) return 1;
       int failures = 0;
@@ -290,13 +299,10 @@ TEST_F(SharedMemory, FullDevShmIsReportedAndFallsBackToUcx) {
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private mount namespace here";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "ranks failed under a full /dev/shm";
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(log.c_str());
-  EXPECT_NE(text.str().find("shared-memory segment needs"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("/dev/shm has"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("run over UCX"), std::string::npos) << text.str();
+  const std::string text = takeText(log);
+  EXPECT_NE(text.find("shared-memory segment needs"), std::string::npos) << text;
+  EXPECT_NE(text.find("/dev/shm has"), std::string::npos) << text;
+  EXPECT_NE(text.find("run over UCX"), std::string::npos) << text;
 }
 
 }  // namespace
