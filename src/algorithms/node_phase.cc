@@ -1,6 +1,7 @@
 #include "algorithms/node_phase.h"
 
 #include "algorithms/algorithms.h"
+#include "algorithms/context.h"
 
 namespace fairway {
 
@@ -14,6 +15,12 @@ Status NodePhase::broadcast(CollectiveContext& node, void* buf, size_t count, in
 
 Status NodePhase::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
   return ringAllreduce(node, send, recv, count);
+}
+
+Status NodePhase::allgatherFrom(CollectiveContext& node, const void* own, void* buf, const ChunkLayout& blocks) {
+  const int r = node.rank();
+  FW_RETURN_IF_ERROR(node.copy(node.at(buf, blocks.chunkOffset(r)), own, blocks.chunkCount(r)));
+  return allgather(node, buf, blocks);
 }
 
 Status NodePhase::barrier(CollectiveContext& node) { return disseminationBarrier(node); }

@@ -32,6 +32,9 @@ class NodePhase {
                                void* partial) = 0;
   // buf holds this rank's block of `blocks`; fills in the others.
   virtual Status allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) = 0;
+  // The same with this rank's block at `own` (it may already sit in buf):
+  // by default copied into buf first; a provider may do both at once.
+  virtual Status allgatherFrom(CollectiveContext& node, const void* own, void* buf, const ChunkLayout& blocks);
   // The node's rooted collectives (leaders), and the whole collectives a
   // single-node communicator runs on a node provider. By default the
   // point-to-point algorithms: binomial trees, the ring, dissemination.

@@ -65,8 +65,7 @@ Status ringAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv
 }
 // The same on the node's provider (a single-node communicator's segment).
 Status nodeAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
-  FW_RETURN_IF_ERROR(ctx.copy(ctx.at(recv, count * ctx.rank()), send, count));
-  return ctx.nodePhase().allgather(ctx, recv, equalChunks(count, ctx.size()));
+  return ctx.nodePhase().allgatherFrom(ctx, send, recv, equalChunks(count, ctx.size()));
 }
 }  // namespace
 

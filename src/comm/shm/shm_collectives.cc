@@ -24,10 +24,18 @@ size_t pieceOf(size_t count, size_t first, size_t perRound) {
   return first >= count ? 0 : std::min(perRound, count - first);
 }
 
+// Whether [a, a + bytes) and [b, b + bytes) share a byte.
+bool overlaps(const void* a, const void* b, size_t bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return bytes > 0 && x < y + bytes && y < x + bytes;
+}
+
 }  // namespace
 
-// Round: everyone's piece in; rank r reduces slice r of the round into its
-// result area; every rank copies all slices out. The combined bits are
+// Round: everyone's piece in (but for the slice it reduces itself); rank r
+// reduces slice r of the round into its result area; every rank copies all
+// slices out. The combined bits are
 // computed once, so every rank gets the same ones.
 Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
   return reduceInRounds(node, send, recv, count, -1);
@@ -47,23 +55,33 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
     return reduceEverywhere(node, send, recv, count, root);
   }
   const bool copiesOut = root < 0 || localRank_ == root;
+  // In place, the result goes where this rank's copy-in just read: those
+  // lines are in cache, and ordinary stores win.
+  const bool streaming = streams(count * es) && !overlaps(send, recv, count * es);
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
-    segmentCopy(input(localRank_, round_), node.at(send, first), length * es);
+    // Peers need the slices they reduce; this rank's own slice it reads
+    // where it lies, so only the bytes around it go in.
+    const ChunkLayout slices{length, ranks_, 0};
+    const size_t ownAt = slices.chunkOffset(localRank_) * es;
+    const size_t sliceCount = slices.chunkCount(localRank_);
+    const char* piece = static_cast<const char*>(node.at(send, first));
+    char* in = input(localRank_, round_);
+    segmentCopy(in, piece, ownAt);
+    segmentCopy(in + ownAt + sliceCount * es, piece + ownAt + sliceCount * es, (length - sliceCount) * es - ownAt);
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
-    const ChunkLayout slices{length, ranks_, 0};
     char* mine = result(localRank_, round_);
-    const size_t sliceCount = slices.chunkCount(localRank_);
-    reduceSlices(node, mine, slices.chunkOffset(localRank_) * es, sliceCount);
+    reduceSlices(node, mine, ownAt, sliceCount, piece + ownAt);
     node.reducer().finalize(mine, sliceCount);
     post(finished(round_));
     if (!copiesOut) continue;
     FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
     for (int q = 0; q < ranks_; ++q) {
-      segmentCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es);
+      resultCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es,
+                 streaming);
     }
   }
   return Status::ok();
@@ -89,8 +107,8 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
 }
 
 // Round j carries elements [j k, (j + 1) k) of every block, block q's
-// piece at q k in the rank's input; rank r reduces piece r straight into
-// out. Blocks may sit at a stride (two-phase reads them in place).
+// piece at q k in the rank's input (its own piece it reads from send);
+// rank r reduces piece r straight into out. Blocks may sit at a stride (two-phase reads them in place).
 Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send, void* out,
                                        const ChunkLayout& blocks, void* /*partial*/) {
   FW_RETURN_IF_ERROR(checkContext(node));
@@ -100,16 +118,22 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
     FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count));
+    const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
+    char* dst = static_cast<char*>(node.at(out, first));
+    const char* own = static_cast<const char*>(node.at(send, blocks.chunkOffset(localRank_) + first));
+    // This rank's piece is read where it lies, unless it is reduced in
+    // place by a rank past the first two (its first combine would
+    // overwrite it before reading it).
+    const bool ownInPlace = overlaps(own, dst, mine * es) && localRank_ >= 2;
     char* in = input(localRank_, round_);
     for (int q = 0; q < ranks_; ++q) {
+      if (q == localRank_ && !ownInPlace) continue;
       segmentCopy(in + q * perRound * es, node.at(send, blocks.chunkOffset(q) + first),
-                pieceOf(blocks.chunkCount(q), first, perRound) * es);
+                  pieceOf(blocks.chunkCount(q), first, perRound) * es);
     }
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
-    const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
-    char* dst = node.at(out, first);
-    reduceSlices(node, dst, localRank_ * perRound * es, mine);
+    reduceSlices(node, dst, localRank_ * perRound * es, mine, ownInPlace ? nullptr : own);
     node.reducer().finalize(dst, mine);
     post(finished(round_));
   }
@@ -119,22 +143,38 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
 // buf holds this rank's block of `blocks`; round j carries elements
 // [j k, (j + 1) k) of every block.
 Status SharedMemoryNode::allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
+  return allgatherFrom(node, node.at(buf, blocks.chunkOffset(localRank_)), buf, blocks);
+}
+
+// Each round's piece of this rank's block goes from own into the segment
+// and, unless it already lies there, into buf in the same pass.
+Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own, void* buf,
+                                       const ChunkLayout& blocks) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
-  if (singleCopy(blocks.chunkCount(0) * es)) return allgatherInPlace(node, buf, blocks);
+  char* ownInBuf = node.at(buf, blocks.chunkOffset(localRank_));
+  if (singleCopy(blocks.chunkCount(0) * es)) {
+    FW_RETURN_IF_ERROR(node.copy(ownInBuf, own, blocks.chunkCount(localRank_)));
+    return allgatherInPlace(node, buf, blocks);
+  }
   const size_t perRound = chunkBytes_ / es;
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
+  const bool streaming = streams(blocks.count * es);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
     FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count));
-    segmentCopy(input(localRank_, round_), node.at(buf, blocks.chunkOffset(localRank_) + first),
-              pieceOf(blocks.chunkCount(localRank_), first, perRound) * es);
+    const size_t bytes = pieceOf(blocks.chunkCount(localRank_), first, perRound) * es;
+    if (own == ownInBuf) {
+      segmentCopy(input(localRank_, round_), node.at(own, first), bytes);
+    } else {
+      segmentCopyTwice(input(localRank_, round_), node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
+    }
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
     for (int q = 0; q < ranks_; ++q) {
       if (q == localRank_) continue;
-      segmentCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
-                pieceOf(blocks.chunkCount(q), first, perRound) * es);
+      resultCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
+                 pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
     }
     post(finished(round_));
   }
@@ -147,6 +187,7 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   const size_t es = node.elementSize();
   if (singleCopy(count * es)) return broadcastInPlace(node, buf, count, root);
   const size_t perRound = chunkBytes_ / es;
+  const bool streaming = streams(count * es);
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count));
@@ -154,7 +195,7 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
     post(arrived(round_));
     if (localRank_ != root) {
       FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
-      segmentCopy(node.at(buf, first), input(root, round_), length * es);
+      resultCopy(node.at(buf, first), input(root, round_), length * es, streaming);
     }
     post(finished(round_));
   }

@@ -282,17 +282,21 @@ Status SharedMemoryNode::stalledPeerStatus(int peer, uint32_t phase) const {
                     "or count");
 }
 
-void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count) const {
+void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count,
+                                    const char* own) const {
   if (count == 0) return;
   const Reducer& reducer = node.reducer();
   const uint32_t round = round_;
+  auto slice = [&](int p) -> const char* {
+    return p == localRank_ && own != nullptr ? own : input(p, round) + at;
+  };
   if (ranks_ == 1) {
-    segmentCopy(dst, input(0, round) + at, count * node.elementSize());
+    if (slice(0) != dst) segmentCopy(dst, slice(0), count * node.elementSize());
     return;
   }
   // The same order on every rank: 0 + 1, then + 2, ... (bits alike everywhere).
-  reducer.combine(dst, input(0, round) + at, input(1, round) + at, count);
-  for (int p = 2; p < ranks_; ++p) reducer.combine(dst, dst, input(p, round) + at, count);
+  reducer.combine(dst, slice(0), slice(1), count);
+  for (int p = 2; p < ranks_; ++p) reducer.combine(dst, dst, slice(p), count);
 }
 
 }  // namespace fairway
