@@ -101,7 +101,7 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
     reduceSlices(node, static_cast<char*>(recv), 0, count);
     node.reducer().finalize(recv, count);
   }
-  post(finished(round_));
+  if (root >= 0) post(finished(round_));  // an allreduce's is implied (shm_node.h)
   ++round_;
   return Status::ok();
 }
@@ -248,8 +248,7 @@ Status SharedMemoryNode::barrier(CollectiveContext& node) {
   FW_RETURN_IF_ERROR(checkContext(node));
   FW_RETURN_IF_ERROR(beginRound(node, kBarrier, -1, 0));
   post(arrived(round_));
-  Status st = awaitAll(arrived(round_), true);
-  if (st.isOk()) post(finished(round_));
+  Status st = awaitAll(arrived(round_), true);  // finished is implied (shm_node.h)
   ++round_;
   return st;
 }
