@@ -35,8 +35,8 @@ bool overlaps(const void* a, const void* b, size_t bytes) {
 
 // Round: everyone's piece in (but for the slice it reduces itself); rank r
 // reduces slice r of the round into its result area; every rank copies all
-// slices out. The combined bits are
-// computed once, so every rank gets the same ones.
+// slices out. The combined bits are computed once, so every rank gets the
+// same ones.
 Status SharedMemoryNode::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
   return reduceInRounds(node, send, recv, count, -1);
 }
@@ -108,7 +108,8 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
 
 // Round j carries elements [j k, (j + 1) k) of every block, block q's
 // piece at q k in the rank's input (its own piece it reads from send);
-// rank r reduces piece r straight into out. Blocks may sit at a stride (two-phase reads them in place).
+// rank r reduces piece r straight into out. Blocks may sit at a stride
+// (two-phase reads them in place).
 Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send, void* out,
                                        const ChunkLayout& blocks, void* /*partial*/) {
   FW_RETURN_IF_ERROR(checkContext(node));
@@ -121,10 +122,11 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
     const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
     char* dst = static_cast<char*>(node.at(out, first));
     const char* own = static_cast<const char*>(node.at(send, blocks.chunkOffset(localRank_) + first));
-    // This rank's piece is read where it lies, unless it is reduced in
-    // place by a rank past the first two (its first combine would
-    // overwrite it before reading it).
-    const bool ownInPlace = overlaps(own, dst, mine * es) && localRank_ >= 2;
+    // This rank's piece is read where it lies, unless out overlaps it and
+    // a combine would overwrite it before reading it: in place on a rank
+    // past the first two (its first combine writes out), or out shifted
+    // against it (an element written before it is read).
+    const bool ownInPlace = overlaps(own, dst, mine * es) && (own != dst || localRank_ >= 2);
     char* in = input(localRank_, round_);
     for (int q = 0; q < ranks_; ++q) {
       if (q == localRank_ && !ownInPlace) continue;

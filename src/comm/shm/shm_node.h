@@ -108,14 +108,15 @@ class SharedMemoryNode final : public NodePhase {
   Control& control(int rank) const;
   char* input(int rank, uint32_t round) const;
   char* result(int rank, uint32_t round) const;
+  // A rank's phases in round g. A small collective's only round in which
+  // every rank waits for every other's arrival (allreduce, barrier) posts
+  // no finished phase, a store its peers would each fetch again. Its only
+  // waiter is a peer reusing the parity two rounds on, and this rank's
+  // arrival in its next round (2g+3 > 2g+2) meets that wait: this rank
+  // posts it on entering that round, having waited for no peer past round
+  // g - 1.
   static uint32_t arrived(uint32_t round) { return 2 * round + 1; }
   static uint32_t finished(uint32_t round) { return 2 * round + 2; }
-  // A small collective's only round in which every rank waits for every
-  // other's arrival (allreduce, barrier) posts no finished phase, a store
-  // its peers would each fetch again. Its only waiter is a peer reusing
-  // the parity two rounds on, and this rank's arrival in its next round
-  // (2g+3 > 2g+2) meets that wait: this rank posts it on entering that
-  // round, having waited for no peer past round g - 1.
 
   // Starts round `round_`: waits until every peer is done with this
   // parity's buffers (round - 2), then publishes the descriptor.
