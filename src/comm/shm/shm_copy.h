@@ -3,9 +3,12 @@
 // AMD EPYC guest) runs at about 2 GB/s where a loop of 16-byte vector
 // moves reaches 25 GB/s; every round here copies blocks of exactly those
 // sizes, so they take the loop (SSE2: every x86-64 CPU has it).
+//
+// Results bound for a large buffer the collective will not read again may
+// use streaming stores instead: they bypass the cache (no read of the
+// destination's lines first, nothing evicted from the segment).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,96 +18,82 @@
 #endif
 
 namespace fairway {
+namespace copy_detail {
 
-inline void segmentCopy(void* dst, const void* src, size_t bytes) {
-  char* d = static_cast<char*>(dst);
-  const char* s = static_cast<const char*>(src);
+#if defined(__x86_64__)
+template <bool kStreaming>
+inline void store16(char* dst, __m128i v) {
+  if constexpr (kStreaming) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst), v);
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), v);
+  }
+}
+
+inline __m128i load16(const char* src) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)); }
+#endif
+
+// Bytes before dst's first 16-byte boundary (streaming stores need it).
+inline size_t headTo16(const void* dst, size_t bytes) {
+  const size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
+  return head < bytes ? head : bytes;
+}
+
+// Copies src to b and, when a is set, to a too, reading it once; b gets
+// streaming stores when kStreamingB (it must then be 16-byte aligned).
+// Whole 64-byte lines per step: a streaming store fills its line at once.
+// Returns the bytes done: a multiple of 64, the rest is the caller's.
+template <bool kStreamingB>
+inline size_t copyLoop(char* a, char* b, const char* s, size_t bytes) {
   size_t i = 0;
 #if defined(__x86_64__)
   for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
-  }
-#endif
-  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);
-}
-
-// segmentCopy for results bound for a large buffer the collective will
-// not read again: stores that bypass the cache (no read of the
-// destination's lines first, nothing evicted from the segment).
-inline void streamingCopy(void* dst, const void* src, size_t bytes) {
-  char* d = static_cast<char*>(dst);
-  const char* s = static_cast<const char*>(src);
-#if defined(__x86_64__)
-  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
-  std::memcpy(d, s, head);
-  size_t i = head;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = load16(s + i + 16 * k);
+    if (a != nullptr) {
+      for (int k = 0; k < 4; ++k) store16<false>(a + i + 16 * k, v[k]);
+    }
+    for (int k = 0; k < 4; ++k) store16<kStreamingB>(b + i + 16 * k, v[k]);
   }
   // Streaming stores are weakly ordered: complete them before whatever
   // follows (a phase a peer reads) becomes visible.
-  _mm_sfence();
-  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);
-#else
-  std::memcpy(d, s, bytes);
+  if (kStreamingB) _mm_sfence();
 #endif
+  return i;
 }
 
-inline void resultCopy(void* dst, const void* src, size_t bytes, bool streaming) {
-  if (streaming) {
-    streamingCopy(dst, src, bytes);
-  } else {
-    segmentCopy(dst, src, bytes);
+// Copies src to a (may be null) and b, b with streaming stores when asked.
+inline void copyTo(char* a, char* b, const char* s, size_t bytes, bool streamingB) {
+  size_t i = 0;
+  if (streamingB) {
+    i = headTo16(b, bytes);  // up to b's first boundary with ordinary stores
+    if (a != nullptr) std::memcpy(a, s, i);
+    std::memcpy(b, s, i);
   }
+  const size_t rest = bytes - i;
+  char* const a2 = a != nullptr ? a + i : nullptr;
+  i += streamingB ? copyLoop<true>(a2, b + i, s + i, rest) : copyLoop<false>(a2, b + i, s + i, rest);
+  if (i < bytes) {
+    if (a != nullptr) std::memcpy(a + i, s + i, bytes - i);
+    std::memcpy(b + i, s + i, bytes - i);
+  }
+}
+
+}  // namespace copy_detail
+
+inline void segmentCopy(void* dst, const void* src, size_t bytes) {
+  copy_detail::copyTo(nullptr, static_cast<char*>(dst), static_cast<const char*>(src), bytes, false);
+}
+
+// A result's copy to the caller's buffer, with streaming stores when asked.
+inline void resultCopy(void* dst, const void* src, size_t bytes, bool streaming) {
+  copy_detail::copyTo(nullptr, static_cast<char*>(dst), static_cast<const char*>(src), bytes, streaming);
 }
 
 // Copies src to both a and b, reading it once; b with streaming stores
 // when streamB.
 inline void segmentCopyTwice(void* a, void* b, const void* src, size_t bytes, bool streamB) {
-  char* x = static_cast<char*>(a);
-  char* y = static_cast<char*>(b);
-  const char* s = static_cast<const char*>(src);
-  size_t i = 0;
-#if defined(__x86_64__)
-  if (streamB) {
-    // Up to b's first 16-byte boundary with ordinary stores.
-    i = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(y) % 16) % 16);
-    std::memcpy(x, s, i);
-    std::memcpy(y, s, i);
-  }
-  for (; i + 32 <= bytes; i += 32) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(x + i), v);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(x + i + 16), w);
-    if (streamB) {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(y + i), v);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(y + i + 16), w);
-    } else {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), v);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i + 16), w);
-    }
-  }
-  if (streamB) _mm_sfence();
-#endif
-  if (i < bytes) {
-    std::memcpy(x + i, s + i, bytes - i);
-    std::memcpy(y + i, s + i, bytes - i);
-  }
+  copy_detail::copyTo(static_cast<char*>(a), static_cast<char*>(b), static_cast<const char*>(src), bytes, streamB);
 }
 
 }  // namespace fairway
