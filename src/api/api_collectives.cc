@@ -43,10 +43,12 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args)
   FW_RETURN_IF_ERROR(checkCompressedMemory(impl, args, memory));
   // A call with no bytes on this rank but a stream follows the device path
   // too, so that it stays in step with ranks whose buffers are on the GPU.
-  size_t sendBytes = 0, recvBytes = 0;
-  bufferBytes(args, impl->rank(), impl->size(), &sendBytes, &recvBytes);
-  const bool noBytes = sendBytes == 0 && recvBytes == 0;
-  if (memory == MemoryType::Cuda || (noBytes && stream != nullptr && impl->hasDevicePath())) {
+  auto noBytes = [&] {
+    size_t sendBytes = 0, recvBytes = 0;
+    bufferBytes(args, impl->rank(), impl->size(), &sendBytes, &recvBytes);
+    return sendBytes == 0 && recvBytes == 0;
+  };
+  if (memory == MemoryType::Cuda || (stream != nullptr && impl->hasDevicePath() && noBytes())) {
     return impl->deviceCollective(args, stream);
   }
   FW_RETURN_IF_ERROR(validateHostStream(stream));

@@ -1,5 +1,6 @@
 #include "api/handles.h"
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -29,6 +30,18 @@ std::unordered_map<uint64_t, std::shared_ptr<RequestState>>& requests() {
   return *map;
 }
 
+// Counts communicators taken out of the registry (written under the lock).
+// A thread remembers its last lookup with the count it saw: every
+// collective call looks its communicator up, and while nothing has left
+// the registry the remembered answer stands without the lock and the map.
+std::atomic<uint64_t> commRemovals{0};
+struct RememberedComm {
+  uint64_t number = 0;  // no handle has number 0
+  uint64_t removals = 0;
+  Communicator* impl = nullptr;
+};
+thread_local RememberedComm remembered;
+
 template <typename Handle>
 uint64_t numberOf(Handle handle) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)); }
 template <typename Handle>
@@ -45,12 +58,18 @@ fwComm_t registerComm(std::unique_ptr<Communicator> impl) {
 
 Status lookupComm(fwComm_t handle, Communicator** out) {
   if (handle == nullptr) return Status(fwInvalidComm, "comm is NULL");
+  const uint64_t number = numberOf(handle);
+  if (remembered.number == number && remembered.removals == commRemovals.load(std::memory_order_acquire)) {
+    *out = remembered.impl;
+    return Status::ok();
+  }
   std::lock_guard<std::mutex> lock(registryMutex());
-  auto it = comms().find(numberOf(handle));
+  auto it = comms().find(number);
   if (it == comms().end()) {
     return Status(fwInvalidComm, "comm is not a live communicator (destroyed, aborted, or never created)");
   }
   *out = it->second.get();
+  remembered = RememberedComm{number, commRemovals.load(std::memory_order_relaxed), *out};
   return Status::ok();
 }
 
@@ -62,6 +81,7 @@ void unregisterComm(fwComm_t handle) {
     if (it == comms().end()) return;
     gone = std::move(it->second);
     comms().erase(it);
+    commRemovals.fetch_add(1, std::memory_order_release);
   }
   // Freed outside the lock: closing a communicator can take a while.
 }

@@ -237,6 +237,10 @@ MemoryType Communicator::memoryTypeOf(const void* buf) {
 }
 
 Status Communicator::memoryTypeOf(const CollectiveArgs& args, MemoryType* out) {
+  if (!device_) {  // no device memory to tell apart
+    *out = MemoryType::Host;
+    return Status::ok();
+  }
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(args, rank(), size(), &sendBytes, &recvBytes);
   MemoryType send = sendBytes > 0 ? memoryTypeOf(args.send) : MemoryType::Host;

@@ -45,7 +45,7 @@ class Executor {
     lock.lock();
     busy_ = false;
     idle_.notify_all();
-    work_.notify_one();  // a job queued meanwhile can start now
+    if (!queue_.empty()) work_.notify_one();  // a job queued meanwhile can start now
     return result;
   }
 
