@@ -58,7 +58,8 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args)
 }
 
 fwResult_t blocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args) {
-  return reportToCaller(runBlocking(comm, stream, args).withContext(collectiveName(args.kind)));
+  const Status st = runBlocking(comm, stream, args);
+  return reportToCaller(st.isOk() ? st : st.withContext(collectiveName(args.kind)));  // named on failure only
 }
 
 // The compressed forms: the plain call's arguments plus the descriptor.

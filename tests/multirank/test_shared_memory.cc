@@ -248,19 +248,34 @@ TEST_F(SharedMemory, AbortLeavesNothingBehind) {
 }
 
 // Ranks that call different collectives, or with different counts, are
-// told so by the segment's round descriptors, before any data is read.
+// told so by the segment's round descriptors, before any data is read:
+// in the general rounds, in the inline rounds of small reductions (one
+// line or two), and between the two.
 TEST_F(SharedMemory, MismatchedCallsAreDiagnosedInTheSegment) {
   auto outcomes = runRanks(3, [](const RankContext& ctx) {
-    fwComm_t comm;
-    if (initOrReport(ctx, &comm)) return 1;
-    std::vector<double> a(4096, 1.0), b(4096);
-    const size_t count = ctx.rank == 2 ? 4000 : 1000;
-    fwResult_t r = fwAllReduce(a.data(), b.data(), count, fwFloat64, fwSum, comm, nullptr);
+    // (rank 2's count, the others'), in doubles: 11 fit the inline lines, 4 the first.
+    const std::pair<size_t, size_t> cases[] = {{4000, 1000}, {4, 1000}, {2, 4}, {4, 8}, {8, 10}, {11, 1}};
     int failures = 0;
-    RANK_CHECK(ctx, r == fwCollectiveMismatch || r == fwRemoteError, std::string("result ") + fwGetErrorString(r));
-    RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "count") != nullptr, "message names the count");
-    RANK_CHECK(ctx, b[1500] == 0.0 && b[4000] == 0.0, "nothing written past this rank's count");
-    fwCommAbort(comm);
+    fwComm_t parent;
+    if (initOrReport(ctx, &parent)) return 1;
+    for (const auto& [odd, usual] : cases) {
+      fwComm_t comm;  // a split of its own for each case: a mismatch breaks it
+      if (fwCommSplit(parent, 0, ctx.rank, &comm) != fwSuccess) {
+        reportFailure(ctx, std::string("split: ") + fwGetLastErrorMessage());
+        return failures + 1;
+      }
+      std::vector<double> a(4096, 1.0), b(4096, 0.0);
+      const size_t count = ctx.rank == 2 ? odd : usual;
+      const std::string what = "counts " + std::to_string(odd) + " and " + std::to_string(usual) + ": ";
+      fwResult_t r = fwAllReduce(a.data(), b.data(), count, fwFloat64, fwSum, comm, nullptr);
+      RANK_CHECK(ctx, r == fwCollectiveMismatch || r == fwRemoteError,
+                 what + "result " + fwGetErrorString(r));
+      RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "count") != nullptr, what + "message names the count");
+      RANK_CHECK(ctx, std::all_of(b.begin() + count, b.end(), [](double v) { return v == 0.0; }),
+                 what + "nothing written past this rank's count");
+      fwCommAbort(comm);
+    }
+    RANK_CHECK(ctx, fwCommDestroy(parent) == fwSuccess, "destroy");
     return failures;
   });
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);

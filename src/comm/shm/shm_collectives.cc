@@ -31,7 +31,28 @@ bool overlaps(const void* a, const void* b, size_t bytes) {
   return bytes > 0 && x < y + bytes && y < x + bytes;
 }
 
+// dst = slice(0) op slice(1) op ... op slice(ranks - 1), count elements
+// each, in this order on every rank: every rank gets the same bits.
+template <typename Slice>
+void combineInRankOrder(const CollectiveContext& node, int ranks, char* dst, size_t count, Slice slice) {
+  if (count == 0) return;
+  if (ranks == 1) {
+    if (slice(0) != dst) segmentCopy(dst, slice(0), count * node.elementSize());
+    return;
+  }
+  node.reducer().combine(dst, slice(0), slice(1), count);
+  for (int p = 2; p < ranks; ++p) node.reducer().combine(dst, dst, slice(p), count);
+}
+
 }  // namespace
+
+void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count,
+                                    const char* own) const {
+  const uint32_t round = round_;
+  combineInRankOrder(node, ranks_, dst, count, [&](int p) -> const char* {
+    return p == localRank_ && own != nullptr ? own : input(p, round) + at;
+  });
+}
 
 // Round: everyone's piece in (but for the slice it reduces itself); rank r
 // reduces slice r of the round into its result area; every rank copies all
@@ -51,6 +72,7 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
                                         int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  if (count > 0 && count * es <= kInlineBytes) return reduceInline(node, send, recv, count, root);
   if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
     return reduceEverywhere(node, send, recv, count, root);
   }
@@ -99,6 +121,47 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
   if (root < 0 || localRank_ == root) {
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
     reduceSlices(node, static_cast<char*>(recv), 0, count);
+    node.reducer().finalize(recv, count);
+  }
+  if (root >= 0) post(finished(round_));  // an allreduce's is implied (shm_node.h)
+  ++round_;
+  return Status::ok();
+}
+
+// As reduceEverywhere, with the inputs on the inline lines of the round's
+// parity instead of the input areas.
+Status SharedMemoryNode::reduceInline(CollectiveContext& node, const void* send, void* recv, size_t count,
+                                      int root) {
+  const size_t es = node.elementSize(), bytes = count * es;
+  FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
+  InlineRound& mine = control(localRank_).inlineRound[round_ % 2];
+  const size_t headBytes = std::min(bytes, kInlineHeadBytes);
+  const bool withTail = bytes > headBytes;
+  mine.descriptor = current_;
+  std::memcpy(mine.head, send, headBytes);
+  if (withTail) {
+    std::memcpy(mine.tail, static_cast<const char*>(send) + headBytes, bytes - headBytes);
+    mine.tailRound.store(round_, std::memory_order_release);
+  }
+  mine.round.store(round_, std::memory_order_release);
+  post(arrived(round_));
+  if (root < 0 || localRank_ == root) {
+    for (int p = 0; p < ranks_; ++p) {
+      if (p != localRank_) FW_RETURN_IF_ERROR(awaitInline(p, withTail));
+    }
+    // The head's elements, then the tail's (kInlineHeadBytes is a whole
+    // number of elements of every type). This rank's own input is read
+    // from its lines too: in place, recv is written before rank 2 on reads.
+    const size_t headCount = headBytes / es;
+    const uint32_t parity = round_ % 2;
+    auto part = [&](size_t first, size_t length, bool tail) {
+      combineInRankOrder(node, ranks_, static_cast<char*>(recv) + first * es, length, [&](int p) -> const char* {
+        const InlineRound& theirs = control(p).inlineRound[parity];
+        return tail ? theirs.tail : theirs.head;
+      });
+    };
+    part(0, headCount, false);
+    part(headCount, count - headCount, true);
     node.reducer().finalize(recv, count);
   }
   if (root >= 0) post(finished(round_));  // an allreduce's is implied (shm_node.h)

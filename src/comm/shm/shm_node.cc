@@ -18,7 +18,7 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3130304d48535746ull;  // "FWSHM001"
+constexpr uint64_t kMagic = 0x3230304d48535746ull;  // "FWSHM002"
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
@@ -108,6 +108,14 @@ void SharedMemoryNode::format() {
   header->magic = kMagic;
   header->ranks = static_cast<uint64_t>(ranks_);
   header->chunkBytes = chunkBytes_;
+  // An inline line of parity p only ever holds rounds of parity p: one of
+  // the other parity reads as "not this round" (a zero would be round 0).
+  for (int rank = 0; rank < ranks_; ++rank) {
+    for (uint32_t parity = 0; parity < 2; ++parity) {
+      control(rank).inlineRound[parity].round.store(parity ^ 1, std::memory_order_relaxed);
+      control(rank).inlineRound[parity].tailRound.store(parity ^ 1, std::memory_order_relaxed);
+    }
+  }
 }
 
 Status SharedMemoryNode::checkFormat() const {
@@ -195,8 +203,34 @@ Status SharedMemoryNode::await(int peer, uint32_t phase, bool checkRound) {
   return checkRound ? checkDescriptor(peer) : Status::ok();
 }
 
-Status SharedMemoryNode::checkDescriptor(int peer) const {
-  const Descriptor& theirs = control(peer).round[round_ % 2];
+Status SharedMemoryNode::awaitInline(int peer, bool withTail) {
+  const InlineRound& theirs = control(peer).inlineRound[round_ % 2];
+  const uint32_t round = round_;
+  // Exactly this round: the line last held round g - 2 or, long ago, any
+  // other, which a wrapped comparison could take for a later one. Both
+  // lines are loaded each time so that their fetches overlap.
+  auto in = [&] {
+    const uint32_t head = theirs.round.load(std::memory_order_acquire);
+    const uint32_t tail = withTail ? theirs.tailRound.load(std::memory_order_acquire) : round;
+    return (head == round) & (tail == round);
+  };
+  bool arrivedHere = false;
+  for (unsigned polls = 0; polls < kPollsPerClockRead && !(arrivedHere = in()); ++polls) idlePoll(yieldWhenIdle_);
+  if (!arrivedHere) {
+    // A longer wait goes by the peer's phase, posted after its inline
+    // lines: the futex sleep, the health checks and the timeout.
+    FW_RETURN_IF_ERROR(slowWait(peer, arrived(round)));
+    if (!in()) {
+      FW_RETURN_IF_ERROR(checkDescriptor(peer));
+      return Status(fwInternalError, "rank " + std::to_string(nodeRanks_[peer]) +
+                                         " posted its shared-memory round without the round's data");
+    }
+  }
+  seen_[peer] = arrived(round);
+  return checkDescriptor(peer, theirs.descriptor);
+}
+
+Status SharedMemoryNode::checkDescriptor(int peer, const Descriptor& theirs) const {
   const Descriptor& ours = current_;
   if (std::memcmp(&theirs, &ours, sizeof(Descriptor)) == 0) return Status::ok();
   auto describe = [](const Descriptor& d) {
@@ -280,23 +314,6 @@ Status SharedMemoryNode::stalledPeerStatus(int peer, uint32_t phase) const {
                     " (signature " + std::to_string(ourSignature - 1) +
                     ") in shared memory: the ranks called different collectives, or with different type, op, root "
                     "or count");
-}
-
-void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count,
-                                    const char* own) const {
-  if (count == 0) return;
-  const Reducer& reducer = node.reducer();
-  const uint32_t round = round_;
-  auto slice = [&](int p) -> const char* {
-    return p == localRank_ && own != nullptr ? own : input(p, round) + at;
-  };
-  if (ranks_ == 1) {
-    if (slice(0) != dst) segmentCopy(dst, slice(0), count * node.elementSize());
-    return;
-  }
-  // The same order on every rank: 0 + 1, then + 2, ... (bits alike everywhere).
-  reducer.combine(dst, slice(0), slice(1), count);
-  for (int p = 2; p < ranks_; ++p) reducer.combine(dst, dst, slice(p), count);
 }
 
 }  // namespace fairway

@@ -81,6 +81,23 @@ class SharedMemoryNode final : public NodePhase {
     int32_t root;
     uint64_t count;
   };
+  // A small reduction's round, per parity: the descriptor and the input
+  // travel with the round number on one cache line (two from
+  // kInlineHeadBytes on), each line's round written after the rest of
+  // it. A peer that reads the round of round g there has the descriptor
+  // and the data in the same fetch, where the general rounds take one
+  // fetch for the phase and another for the input area.
+  struct alignas(64) InlineRound {
+    std::atomic<uint32_t> round;  // exactly g once this line holds round g (format: another parity's)
+    uint32_t unused;
+    Descriptor descriptor;
+    char head[32];
+    std::atomic<uint32_t> tailRound;  // the same for the second line
+    uint32_t unusedTail;
+    char tail[56];
+  };
+  static constexpr size_t kInlineHeadBytes = sizeof(InlineRound::head);
+  static constexpr size_t kInlineBytes = kInlineHeadBytes + sizeof(InlineRound::tail);
   struct alignas(128) Control {
     std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
     uint32_t unused;
@@ -93,6 +110,7 @@ class SharedMemoryNode final : public NodePhase {
     // single-copy reads), and the buffer peers read in place, per parity.
     std::atomic<uint64_t> selfAddress;
     std::atomic<uint64_t> userBuffer[2];
+    InlineRound inlineRound[2];
   };
   struct alignas(128) Header {
     uint64_t magic;
@@ -126,7 +144,12 @@ class SharedMemoryNode final : public NodePhase {
   // compares its descriptor of this round with ours.
   Status await(int peer, uint32_t phase, bool checkRound);
   Status awaitAll(uint32_t phase, bool checkRound);
-  Status checkDescriptor(int peer) const;
+  Status checkDescriptor(int peer) const { return checkDescriptor(peer, control(peer).round[round_ % 2]); }
+  Status checkDescriptor(int peer, const Descriptor& theirs) const;
+  // Waits until peer's inline round of this round is in (both lines when
+  // withTail) and checks its descriptor; a peer that posts this round
+  // without it is in another collective.
+  Status awaitInline(int peer, bool withTail);
   Status slowWait(int peer, uint32_t phase);
   Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
@@ -151,6 +174,8 @@ class SharedMemoryNode final : public NodePhase {
   Status reduceInRounds(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // allreduce (root < 0) or reduce of a buffer that fits one round.
   Status reduceEverywhere(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
+  // The same for one of at most kInlineBytes, in the inline rounds.
+  Status reduceInline(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // Reduces count elements at byte offset `at` of every rank's input into
   // dst; own (when set) is this rank's slice, read where it lies in the
   // caller's buffer instead of from its input area (which then need not
