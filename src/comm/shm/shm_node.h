@@ -1,7 +1,8 @@
 // The shared-memory provider of host collectives among the ranks of one
 // node. Every local rank owns a slot in the node's segment: a control
 // block (its phase counter, the descriptor of its current round, the
-// collective it last entered) and double-buffered input and result areas
+// collective it last entered, the inline rounds that carry a small
+// reduction's input) and double-buffered input and result areas
 // of FAIRWAY_SHM_CHUNK_BYTES. A collective is cut into rounds of at most
 // one chunk per rank; in each round every rank copies its part into its
 // own slot, then reduces its share of the round from every slot (each rank
