@@ -209,7 +209,6 @@ Selection Selector::select(const SelectionKey& key) const {
     s.algorithm = hostAlgorithm(key);
     s.node = s.rail = routes_.ucx();
   }
-  s.predictedUs = predict(key, s.algorithm);
   if (logEnabled(LogLevel::Info, LogSubsys::Algo)) logOnce(key, s);
   FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s", collectiveName(kind), key.bytes,
          key.onDevice ? "device" : "host", algorithmName(s.algorithm));
@@ -389,7 +388,8 @@ void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
             providerName(s.rail) + ")";
   }
   char predicted[48] = "no model";
-  if (s.predictedUs >= 0) std::snprintf(predicted, sizeof(predicted), "%.1f us", s.predictedUs);
+  const double predictedUs = predict(key, s.algorithm);
+  if (predictedUs >= 0) std::snprintf(predicted, sizeof(predicted), "%.1f us", predictedUs);
   const std::string where = key.layout != nullptr ? key.layout->describe() : std::to_string(key.ranks) + " ranks";
   FW_LOG(Info, Algo, "%s of %zu bytes in %s memory on %s: %s, predicted %s%s%s%s", collectiveName(key.kind),
          key.bytes, key.onDevice ? "device" : "host", where.c_str(), route.c_str(), predicted, others.empty() ? "" : " (model, us:", others.c_str(), others.empty() ? "" : ")");

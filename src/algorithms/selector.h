@@ -81,7 +81,6 @@ struct Selection {
   // phase runs on `node`, its rail phase on `rail`.
   Provider node = Provider::HostUcx;
   Provider rail = Provider::HostUcx;
-  double predictedUs = -1;  // negative: no model for it
 };
 
 class Selector {
@@ -114,6 +113,10 @@ class Selector {
   // INFO once per collective, memory and power-of-two size, with its
   // predicted time.
   Selection select(const SelectionKey& key) const;
+  // The cost model's time for algorithm on key (negative: no model of it,
+  // as for NCCL's own and the shared-memory collectives). Not part of
+  // select(): only its INFO log and fairway's tests ask, not every call.
+  double predict(const SelectionKey& key, Algorithm algorithm) const;
   // Whether NCCL carries device point-to-point messages.
   bool ncclMessages() const { return routes_.ncclEverywhere; }
 
@@ -122,7 +125,6 @@ class Selector {
   Algorithm defaultOnOneNode(const SelectionKey& key) const;
   Algorithm cheapestAcrossNodes(const SelectionKey& key) const;
   Algorithm compressedAlgorithm(const SelectionKey& key) const;
-  double predict(const SelectionKey& key, Algorithm algorithm) const;
   void logOnce(const SelectionKey& key, const Selection& selection) const;
 
   std::map<CollectiveKind, Algorithm> forced_;

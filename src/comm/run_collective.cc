@@ -15,21 +15,20 @@ uint8_t collectiveSignature(const CollectiveArgs& a) {
                  a.kind == CollectiveKind::Reduce;
   bool rooted = a.kind == CollectiveKind::Broadcast || a.kind == CollectiveKind::Reduce ||
                 a.kind == CollectiveKind::Gather || a.kind == CollectiveKind::Scatter;
-  uint64_t fields[] = {static_cast<uint64_t>(a.kind), static_cast<uint64_t>(a.datatype),
-                       reduces ? static_cast<uint64_t>(a.op) : 0, rooted ? static_cast<uint64_t>(a.root) : 0,
-                       a.kind == CollectiveKind::AllToAllv ? 0 : a.count};
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](uint64_t f) {
-    h ^= f;
-    h *= 0x100000001b3ull;
-  };
-  for (uint64_t f : fields) mix(f);
+  // Every field but the count in one word (each fits its bits), the count
+  // in another; each is spread by its own odd multiplier (independent
+  // products: this runs on every call), and the signature folds both.
+  uint64_t fields = static_cast<uint64_t>(a.kind) | static_cast<uint64_t>(a.datatype) << 8 |
+                    static_cast<uint64_t>(reduces ? a.op : 0) << 16 |
+                    static_cast<uint64_t>(static_cast<uint32_t>(rooted ? a.root : 0)) << 24;
   // Ranks that compress differently (or one not at all) do not match.
   if (a.compression.active()) {
-    mix(static_cast<uint64_t>(a.compression.kind));
-    mix(a.compression.blockwise() ? static_cast<uint64_t>(a.compression.blockSize) : 0);
+    fields ^= (static_cast<uint64_t>(a.compression.kind) + 1) << 56 ^
+              static_cast<uint64_t>(a.compression.blockwise() ? a.compression.blockSize : 0) << 44;
   }
-  return static_cast<uint8_t>(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 32));
+  const uint64_t count = a.kind == CollectiveKind::AllToAllv ? 0 : a.count;
+  const uint64_t h = fields * 0x9e3779b97f4a7c15ull ^ count * 0xc2b2ae3d27d4eb4full;
+  return static_cast<uint8_t>(h >> 56 ^ h >> 40 ^ h >> 24 ^ h >> 8);
 }
 
 void bufferBytes(const CollectiveArgs& a, int rank, int n, size_t* sendBytes, size_t* recvBytes) {

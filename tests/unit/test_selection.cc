@@ -47,7 +47,7 @@ TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
   const Selection ring = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one));
   EXPECT_EQ(ring.node, Provider::HostUcx);
   EXPECT_EQ(ring.rail, Provider::HostUcx);
-  EXPECT_GT(ring.predictedUs, 0);  // the model has a formula for it
+  EXPECT_GT(s.predict(keyFor(CollectiveKind::AllReduce, 1 << 20, &one), ring.algorithm), 0);  // the model has a formula for it
 
   s = selectorWith({{"allreduce", "ring"}});
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
@@ -112,7 +112,7 @@ TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
   Selection native = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true));
   EXPECT_EQ(native.algorithm, Algorithm::Native);
   EXPECT_EQ(native.node, Provider::Nccl);
-  EXPECT_LT(native.predictedUs, 0);  // no model of NCCL's own collective
+  EXPECT_LT(s.predict(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true), native.algorithm), 0);  // no model of NCCL's own collective
   // NCCL has no form of it (bitwise op, all-to-all): the host's choice over staged UCX.
   Selection bitwise = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
   EXPECT_EQ(bitwise.algorithm, Algorithm::Ring);
@@ -141,7 +141,7 @@ TEST(Selector, DeviceBuffersAcrossNodesRunTwoPhaseWithNcclInsideNodes) {
       EXPECT_EQ(two.algorithm, Algorithm::TwoPhase) << collectiveName(kind) << " " << bytes;
       EXPECT_EQ(two.node, Provider::Nccl);
       EXPECT_EQ(two.rail, Provider::StagedUcx);
-      EXPECT_GT(two.predictedUs, 0);
+      EXPECT_GT(s.predict(keyFor(kind, bytes, &twoByTwo, true), two.algorithm), 0);
     }
   }
   // Broadcast has no two-phase form; nodes of different sizes have no two-phase at all.
