@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "core/compression.h"
 #include "core/datatype.h"
 #include "perf/check_data.h"
+#include "perf/first_size_warmup.h"
 #include "perf/perf_memory.h"
 #include "perf/perf_options.h"
 
@@ -184,6 +186,21 @@ class Sweep {
     PerfBuffers b = forPlacement(base, inPlace);
     for (int i = 0; i < o_.warmup; ++i) FW_CHECK(c_.run(b));
     if (!synchronized()) return false;
+    if (!warmedUp_) {
+      warmedUp_ = true;
+      auto batch = [&] {
+        for (int i = 0; i < std::max(o_.warmup, 1); ++i) FW_CHECK(c_.run(b));
+        return synchronized();
+      };
+      // A sum of rank 0's 1 or 0 and zeros: exact, the same on every rank.
+      auto agree = [&](bool wanted, bool* more) {
+        double mine = wanted ? 1 : 0, any = 0;
+        FW_CHECK(fwAllReduce(&mine, &any, 1, fwFloat64, fwSum, comm_, nullptr));
+        *more = any > 0;
+        return true;
+      };
+      if (!warmUpFirstSize(rank_, batch, agree)) return false;
+    }
     FW_CHECK(fwBarrier(comm_, nullptr));
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) FW_CHECK(c_.run(b));
@@ -261,6 +278,7 @@ class Sweep {
   void* hostRecv_ = nullptr;
   size_t sendBytesCap_ = 0, recvBytesCap_ = 0;
   int seed_ = 0;
+  bool warmedUp_ = false;  // the first size's longer warm-up (first_size_warmup.h) is done
   // FAIRWAY_PERF_TEST_CORRUPT=1: spoil one received element before each
   // check, so a test can see that a wrong result fails the run.
   const bool corruptForTest_ = std::getenv("FAIRWAY_PERF_TEST_CORRUPT") != nullptr &&

@@ -7,6 +7,7 @@
 
 #include "core/compression.h"
 #include "core/datatype.h"
+#include "perf/first_size_warmup.h"
 #include "perf/parse_number.h"
 
 namespace fairway::perf {
@@ -17,6 +18,7 @@ void usage(const char* argv0) {
                "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json] [-m host|cuda]\n"
                "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double float8e4m3 float8e5m2;\n"
                "  ops: sum prod max min avg\n"
+               "  -w: warm-up iterations before each size; the first size also warms up for at least %d ms\n"
                "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
                "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
                "  -J: write the rows and the summary as JSON to file.json (rank 0)\n"
@@ -24,7 +26,7 @@ void usage(const char* argv0) {
                "  -q none|fp16|bf16|int8|int4 [-B blocksize]: the compressed collective (allreduce, reduce-scatter;\n"
                "     allgather: fp16, bf16) on float, half or bfloat16 data; busbw counts the uncompressed size and\n"
                "     the #wrong columns show the relative L2 error against the full-precision result instead\n",
-               argv0);
+               argv0, kFirstSizeWarmupMs);
 }
 
 bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {

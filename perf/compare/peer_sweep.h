@@ -1,11 +1,13 @@
 // What the peer benchmarks (Open MPI, Gloo, NCCL) share with Fairway's perf
 // binaries: the flags they take (-C collective -b -e -f -n -w), nccl-tests'
-// sizes and busbw factors, the timing rule (mean over ranks of the time per
-// iteration after a barrier) and the columns, so that compare.sh reads every
-// library's output the same way. float32 sum only. Also the launcher
-// variables the peers that are not launched by mpirun read.
+// sizes and busbw factors, the warm-up rule (first_size_warmup.h), the
+// timing rule (mean over ranks of the time per iteration after a barrier)
+// and the columns, so that compare.sh reads every library's output the
+// same way. float32 sum only. Also the launcher variables the peers that
+// are not launched by mpirun read.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "perf/first_size_warmup.h"
 #include "perf/parse_number.h"
 
 namespace fairway::peer {
@@ -92,8 +95,9 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
 inline void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [-C allreduce|reducescatter|allgather] [-b bytes[K|M|G]] [-e bytes[K|M|G]] [-f factor] "
-               "[-n iters] [-w warmup]\n",
-               argv0);
+               "[-n iters] [-w warmup]\n"
+               "  -w: warm-up iterations before each size; the first size also warms up for at least %d ms\n",
+               argv0, perf::kFirstSizeWarmupMs);
 }
 
 // What a peer that fairwayrun (or torchrun, srun) launches starts from:
@@ -132,6 +136,19 @@ void sweep(const Options& o, const char* library, int rank, int nranks, Run run,
     const size_t count = bytes / sizeof(float);
     const size_t block = blockCount(o.collective, count, nranks);
     for (int i = 0; i < o.warmup; ++i) run(block);
+    if (bytes == o.minBytes) {
+      auto batch = [&] {
+        for (int i = 0; i < std::max(o.warmup, 1); ++i) run(block);
+        finish();
+        return true;
+      };
+      // The mean of rank 0's 1 or 0 and zeros: the same on every rank.
+      auto agree = [&](bool wanted, bool* more) {
+        *more = meanOverRanks(wanted ? 1.0 : 0.0) > 0;
+        return true;
+      };
+      perf::warmUpFirstSize(rank, batch, agree);
+    }
     barrier();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters; ++i) run(block);
