@@ -15,6 +15,8 @@ namespace {
 // itself: one synchronisation instead of two (the split reduction's
 // hand-over of slices), at the price of reading every input.
 constexpr size_t kReduceEverywhereBytes = 16 * 1024;
+// Of a small round's peer inputs, this much is prefetched before combining.
+constexpr size_t kPrefetchBytes = 4096;
 
 // Rounds needed to move `longest` elements, `perRound` at a time.
 size_t roundsFor(size_t longest, size_t perRound) { return (longest + perRound - 1) / perRound; }
@@ -120,6 +122,14 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
   post(arrived(round_));
   if (root < 0 || localRank_ == root) {
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    // The peers' lines requested together rather than one after another
+    // as the combine reaches them (2-rank 256 B-1 KiB allreduce 0.37-0.45
+    // to 0.33-0.41 us; no difference past 4 KiB, nor on 4 and 8 ranks).
+    for (int p = 0; p < ranks_; ++p) {
+      if (p == localRank_) continue;
+      const char* in = input(p, round_);
+      for (size_t at = 0; at < std::min(count * es, kPrefetchBytes); at += 64) __builtin_prefetch(in + at, 0, 3);
+    }
     reduceSlices(node, static_cast<char*>(recv), 0, count);
     node.reducer().finalize(recv, count);
   }
