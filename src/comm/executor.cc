@@ -34,30 +34,46 @@ std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   queue_.push_back(Job{std::move(fn), operation});
+  state_.fetch_add(kPending);
   work_.notify_one();
   return operation;
 }
 
+void Executor::beginRunAfterOthers() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  state_.fetch_add(kPending);
+  idle_.wait(lock, [&] { return queue_.empty() && !running(); });
+  state_.fetch_sub(kPending - kRunning);  // waiting, now running
+}
+
+void Executor::endRun() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  state_.fetch_sub(kRunning);
+  idle_.notify_all();
+  if (!queue_.empty()) work_.notify_one();  // a job queued meanwhile can start now
+}
+
 void Executor::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  state_.fetch_add(kPending);
+  idle_.wait(lock, [&] { return queue_.empty() && !running(); });
+  state_.fetch_sub(kPending);
 }
 
 void Executor::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    work_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+    work_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running()); });
     if (queue_.empty()) return;  // stopping, nothing left
     Job job = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
+    state_.fetch_sub(kPending - kRunning);  // queued, now running
     lock.unlock();
     Status result = job.fn();
     job.operation->complete(std::move(result));
     lock.lock();
-    busy_ = false;
+    state_.fetch_sub(kRunning);
     idle_.notify_all();
-    work_.notify_one();
   }
 }
 

@@ -4,6 +4,7 @@
 // sleeps while the queue is empty.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,18 +35,24 @@ class Executor {
  public:
   ~Executor();
 
-  // Runs fn on this thread after everything queued before it.
+  // Runs fn on this thread after everything queued before it. With
+  // nothing queued, running or waiting (every blocking call of a program
+  // that makes no non-blocking ones), one atomic claim and one release
+  // stand for the lock's two rounds and notifications.
   template <typename F>
   Status runNow(F&& fn) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    busy_ = true;
-    lock.unlock();
+    uint32_t idle = 0;
+    if (state_.compare_exchange_strong(idle, kRunning, std::memory_order_acquire, std::memory_order_relaxed)) {
+      Status result = fn();
+      uint32_t running = kRunning;
+      if (!state_.compare_exchange_strong(running, 0, std::memory_order_release, std::memory_order_relaxed)) {
+        endRun();  // work was queued, or a caller began to wait, meanwhile: wake it
+      }
+      return result;
+    }
+    beginRunAfterOthers();
     Status result = fn();
-    lock.lock();
-    busy_ = false;
-    idle_.notify_all();
-    if (!queue_.empty()) work_.notify_one();  // a job queued meanwhile can start now
+    endRun();
     return result;
   }
 
@@ -60,12 +67,23 @@ class Executor {
     std::shared_ptr<AsyncOperation> operation;
   };
   void workerLoop();
+  // Waits until nothing queued before is left and nothing runs, then
+  // holds kRunning; endRun() drops it and wakes whoever is next.
+  void beginRunAfterOthers();
+  void endRun();
+  bool running() const { return (state_.load() & kRunning) != 0; }
 
+  // kRunning while a job runs (on a caller's thread or the worker's), plus
+  // kPending for each queued job and each caller waiting (to run, or in
+  // drain): runNow's fast path claims only a zero, so anyone who needs to
+  // be woken makes its release fail into endRun(). Changed under mutex_,
+  // but for that claim (0 to kRunning) and release (kRunning to 0).
+  static constexpr uint32_t kRunning = 1, kPending = 2;
+  std::atomic<uint32_t> state_{0};
   std::mutex mutex_;
   std::condition_variable idle_;
   std::condition_variable work_;
   std::deque<Job> queue_;
-  bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;
 };
