@@ -2,3 +2,4 @@
 #define FAIRWAY_KERNEL_ISA avx2
 #include "core/reduce_kernels.inc"
 #include "core/quantize_kernels.inc"
+#include "core/copy_kernels.inc"

@@ -1,6 +1,7 @@
 // Pure logic: datatypes, reductions, configuration, algorithm selection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <climits>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "core/datatype.h"
 #include "core/reducer.h"
 #include "core/reduce_kernels.h"
+#include "core/copy_kernels.h"
 
 #include <cstring>
 
@@ -314,6 +316,57 @@ TEST(ReduceKernels, BaselineAndAvx2Agree) {
       wide.divide(y.data(), n, 3);
       size_t bytes = n * datatypeSize(type);
       EXPECT_EQ(std::memcmp(x.data(), y.data(), bytes), 0) << datatypeName(type) << " " << opName(op);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fairway
+
+namespace fairway {
+namespace {
+
+// Every copy loop (both instruction sets, one or two destinations,
+// ordinary or streaming stores) copies exactly the bytes asked for, at
+// any alignment of source and destinations and any length around the
+// 64-byte lines the loop takes whole, and writes nothing outside them.
+TEST(CopyKernels, EveryLoopCopiesExactlyTheBytesAskedFor) {
+  std::vector<std::pair<const char*, kernels::CopyFn>> loops = {{"baseline", kernels::baseline::copyFn()}};
+  if (kernels::avx2Usable()) loops.push_back({"avx2", kernels::avx2::copyFn()});
+  constexpr size_t kGuard = 64;
+  constexpr char kUntouched = 0x5a;
+  std::vector<char> src(4096 + 2 * kGuard);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 131 + 7);
+  const size_t lengths[] = {0, 1, 15, 31, 63, 64, 65, 127, 128, 200, 1000, 2048, 4095};
+  for (const auto& [name, copy] : loops) {
+    for (size_t length : lengths) {
+      for (size_t srcOffset : {0, 1, 17}) {
+        for (size_t dstOffset : {0, 3, 16, 33}) {
+          for (bool two : {false, true}) {
+            for (bool streaming : {false, true}) {
+              std::vector<char> a(length + 2 * kGuard + 64, kUntouched), b(a.size(), kUntouched);
+              char* aAt = two ? a.data() + kGuard + dstOffset : nullptr;
+              char* bAt = b.data() + kGuard + dstOffset;
+              copy(aAt, bAt, src.data() + srcOffset, length, streaming);
+              const std::string what = std::string(name) + " length " + std::to_string(length) + " src+" +
+                                       std::to_string(srcOffset) + " dst+" + std::to_string(dstOffset) +
+                                       (two ? " two" : " one") + (streaming ? " streaming" : "");
+              for (const auto* dst : {&b, two ? &a : nullptr}) {
+                if (dst == nullptr) continue;
+                const char* at = dst->data() + kGuard + dstOffset;
+                ASSERT_EQ(std::memcmp(at, src.data() + srcOffset, length), 0) << what;
+                for (size_t i = 0; i < dst->size(); ++i) {
+                  if (dst->data() + i >= at && dst->data() + i < at + length) continue;
+                  ASSERT_EQ((*dst)[i], kUntouched) << what << ": byte " << i << " outside the copy written";
+                }
+              }
+              if (!two) {
+                ASSERT_TRUE(std::all_of(a.begin(), a.end(), [&](char c) { return c == kUntouched; })) << what;
+              }
+            }
+          }
+        }
+      }
     }
   }
 }
