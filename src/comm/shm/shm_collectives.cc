@@ -102,8 +102,11 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
     node.reducer().finalize(mine, sliceCount);
     post(finished(round_));
     if (!copiesOut) continue;
-    FW_RETURN_IF_ERROR(awaitAll(finished(round_), false));
-    for (int q = 0; q < ranks_; ++q) {
+    // This rank's own slice first: its copy needs no wait and covers the
+    // peers' last reductions.
+    for (int step = 0; step < ranks_; ++step) {
+      const int q = (localRank_ + step) % ranks_;
+      if (step > 0) FW_RETURN_IF_ERROR(await(q, finished(round_), false));
       resultCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es,
                  streaming);
     }
