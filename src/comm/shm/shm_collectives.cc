@@ -248,9 +248,9 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
       segmentCopyTwice(input(localRank_, round_), node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
     }
     post(arrived(round_));
-    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
-    for (int q = 0; q < ranks_; ++q) {
-      if (q == localRank_) continue;
+    for (int step = 1; step < ranks_; ++step) {
+      const int q = (localRank_ + step) % ranks_;
+      FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
       resultCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
                  pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
     }
