@@ -13,70 +13,83 @@ namespace {
 // The largest buffer any call may describe; beyond it byte offsets overflow.
 constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
 
+// Each check below is a comparison on the success path; its message is
+// built out of line, only on failure (a valid call costs a few
+// nanoseconds of checks, not a function call and a Status per rule).
+#define FW_COLD __attribute__((cold, noinline))
+
 // The enums have int as their underlying type in C++ (fairway.h), so a
 // caller's out-of-range value is read as the int it is and refused here,
 // before anything switches on it.
-Status checkDatatype(fwDataType_t datatype) {
-  const int raw = static_cast<int>(datatype);
-  if (!isValidDatatype(raw)) {
-    return Status(fwInvalidDatatype, "datatype " + std::to_string(raw) +
-                                         " is not a fwDataType_t (0.." + std::to_string(fwNumTypes - 1) + ")");
-  }
+FW_COLD Status badDatatype(int raw) {
+  return Status(fwInvalidDatatype, "datatype " + std::to_string(raw) + " is not a fwDataType_t (0.." +
+                                       std::to_string(fwNumTypes - 1) + ")");
+}
+inline Status checkDatatype(fwDataType_t datatype) {
+  if (!isValidDatatype(static_cast<int>(datatype))) [[unlikely]] return badDatatype(static_cast<int>(datatype));
   return Status::ok();
 }
 
-Status checkOp(fwRedOp_t op, fwDataType_t datatype) {
+FW_COLD Status badOp(fwRedOp_t op, fwDataType_t datatype) {
   const int raw = static_cast<int>(op);
   if (!isValidOp(raw)) {
     return Status(fwInvalidOp, "op " + std::to_string(raw) + " is not a fwRedOp_t (0.." +
                                    std::to_string(fwNumOps - 1) + ")");
   }
-  if (!isOpDefinedFor(op, datatype)) {
-    return Status(fwOpNotSupportedForType, std::string("op ") + opName(op) + " is not defined for datatype " +
-                                               datatypeName(datatype) + " (bitwise ops take integer types)");
-  }
+  return Status(fwOpNotSupportedForType, std::string("op ") + opName(op) + " is not defined for datatype " +
+                                             datatypeName(datatype) + " (bitwise ops take integer types)");
+}
+inline Status checkOp(fwRedOp_t op, fwDataType_t datatype) {
+  if (!isValidOp(static_cast<int>(op)) || !isOpDefinedFor(op, datatype)) [[unlikely]] return badOp(op, datatype);
   return Status::ok();
 }
 
+FW_COLD Status overflowingCount(size_t count, size_t multiplier, fwDataType_t datatype, const char* countName) {
+  return Status(fwInvalidCount, std::string(countName) + "=" + std::to_string(count) +
+                                    (multiplier > 1 ? " times " + std::to_string(multiplier) + " ranks" : "") +
+                                    " elements of " + datatypeName(datatype) + " overflows the address space");
+}
 // count * multiplier * element size, failing if it overflows.
-Status bytesOf(size_t count, size_t multiplier, fwDataType_t datatype, const char* countName, size_t* bytes) {
-  size_t es = datatypeSize(datatype);
+inline Status bytesOf(size_t count, size_t multiplier, fwDataType_t datatype, const char* countName, size_t* bytes) {
   size_t elements = 0;
-  if (__builtin_mul_overflow(count, multiplier, &elements) || __builtin_mul_overflow(elements, es, bytes) ||
-      *bytes > kMaxBytes) {
-    return Status(fwInvalidCount, std::string(countName) + "=" + std::to_string(count) +
-                                      (multiplier > 1 ? " times " + std::to_string(multiplier) + " ranks" : "") +
-                                      " elements of " + datatypeName(datatype) + " overflows the address space");
+  if (__builtin_mul_overflow(count, multiplier, &elements) ||
+      __builtin_mul_overflow(elements, datatypeSize(datatype), bytes) || *bytes > kMaxBytes) [[unlikely]] {
+    return overflowingCount(count, multiplier, datatype, countName);
   }
   return Status::ok();
 }
 
-Status checkBuffer(const void* buf, size_t bytes, const char* name) {
-  if (buf == nullptr && bytes > 0) {
-    return Status(fwInvalidPointer, std::string(name) + " is NULL but " + std::to_string(bytes) + " bytes are needed");
-  }
+FW_COLD Status nullBuffer(size_t bytes, const char* name) {
+  return Status(fwInvalidPointer, std::string(name) + " is NULL but " + std::to_string(bytes) + " bytes are needed");
+}
+inline Status checkBuffer(const void* buf, size_t bytes, const char* name) {
+  if (buf == nullptr && bytes > 0) [[unlikely]] return nullBuffer(bytes, name);
   return Status::ok();
 }
 
-Status checkRank(int rank, int nranks, const char* name) {
-  if (rank < 0 || rank >= nranks) {
-    return Status(fwInvalidRank, std::string(name) + " " + std::to_string(rank) + " is not a rank of this " +
-                                     std::to_string(nranks) + "-rank communicator");
-  }
+FW_COLD Status badRank(int rank, int nranks, const char* name) {
+  return Status(fwInvalidRank, std::string(name) + " " + std::to_string(rank) + " is not a rank of this " +
+                                   std::to_string(nranks) + "-rank communicator");
+}
+inline Status checkRank(int rank, int nranks, const char* name) {
+  if (rank < 0 || rank >= nranks) [[unlikely]] return badRank(rank, nranks, name);
   return Status::ok();
 }
 
+FW_COLD Status overlapping(const char* inPlaceRule) {
+  return Status(fwInvalidArgument, std::string("sendbuff and recvbuff overlap without being in place (") + inPlaceRule +
+                                       ")");
+}
 // Buffers a and b must not overlap, unless a starts exactly at inPlaceA:
 // the one overlap each collective defines as in place.
-Status checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, const void* inPlaceA,
-                    const char* inPlaceRule) {
+inline Status checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, const void* inPlaceA,
+                           const char* inPlaceRule) {
   if (a == nullptr || b == nullptr || aBytes == 0 || bBytes == 0) return Status::ok();
   auto x = reinterpret_cast<uintptr_t>(a);
   auto y = reinterpret_cast<uintptr_t>(b);
   bool overlap = x < y + bBytes && y < x + aBytes;
   if (!overlap || (inPlaceA != nullptr && a == inPlaceA)) return Status::ok();
-  return Status(fwInvalidArgument, std::string("sendbuff and recvbuff overlap without being in place (") + inPlaceRule +
-                                       ")");
+  return overlapping(inPlaceRule);
 }
 
 Status validatePlainCollective(const CollectiveArgs& a, int rank, int n);

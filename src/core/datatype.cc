@@ -7,19 +7,6 @@
 
 namespace fairway {
 
-bool isValidDatatype(int datatype) { return datatype >= 0 && datatype < fwNumTypes; }
-bool isValidOp(int op) { return op >= 0 && op < fwNumOps; }
-
-size_t datatypeSize(fwDataType_t datatype) {
-  switch (datatype) {
-    case fwInt8: case fwUint8: case fwFloat8e4m3: case fwFloat8e5m2: return 1;
-    case fwFloat16: case fwBfloat16: return 2;
-    case fwInt32: case fwUint32: case fwFloat32: return 4;
-    case fwInt64: case fwUint64: case fwFloat64: return 8;
-    default: return 0;
-  }
-}
-
 const char* datatypeName(fwDataType_t datatype) {
   static const char* kNames[] = {"int8", "uint8", "int32", "uint32", "int64",
                                  "uint64", "half", "bfloat16", "float", "double", "float8e4m3", "float8e5m2"};
@@ -29,13 +16,6 @@ const char* datatypeName(fwDataType_t datatype) {
 const char* opName(fwRedOp_t op) {
   static const char* kNames[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
   return isValidOp(op) ? kNames[op] : "invalid";
-}
-
-bool isIntegerType(fwDataType_t datatype) { return datatype <= fwUint64; }
-
-bool isOpDefinedFor(fwRedOp_t op, fwDataType_t datatype) {
-  bool bitwise = op == fwBand || op == fwBor || op == fwBxor;
-  return !bitwise || isIntegerType(datatype);
 }
 
 namespace {

@@ -10,14 +10,26 @@
 
 namespace fairway {
 
-bool isValidDatatype(int datatype);
-bool isValidOp(int op);
-size_t datatypeSize(fwDataType_t datatype);
+// Inline: every call checks its arguments with these.
+inline bool isValidDatatype(int datatype) { return datatype >= 0 && datatype < fwNumTypes; }
+inline bool isValidOp(int op) { return op >= 0 && op < fwNumOps; }
+inline size_t datatypeSize(fwDataType_t datatype) {
+  switch (datatype) {
+    case fwInt8: case fwUint8: case fwFloat8e4m3: case fwFloat8e5m2: return 1;
+    case fwFloat16: case fwBfloat16: return 2;
+    case fwInt32: case fwUint32: case fwFloat32: return 4;
+    case fwInt64: case fwUint64: case fwFloat64: return 8;
+    default: return 0;
+  }
+}
 const char* datatypeName(fwDataType_t datatype);
 const char* opName(fwRedOp_t op);
-bool isIntegerType(fwDataType_t datatype);
+inline bool isIntegerType(fwDataType_t datatype) { return datatype <= fwUint64; }
 // Bitwise ops are defined on integer types only; the rest on every type.
-bool isOpDefinedFor(fwRedOp_t op, fwDataType_t datatype);
+inline bool isOpDefinedFor(fwRedOp_t op, fwDataType_t datatype) {
+  const bool bitwise = op == fwBand || op == fwBor || op == fwBxor;
+  return !bitwise || isIntegerType(datatype);
+}
 
 float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);  // round to nearest even
