@@ -328,40 +328,49 @@ namespace {
 
 // Every copy loop (both instruction sets, one or two destinations,
 // ordinary or streaming stores) copies exactly the bytes asked for, at
-// any alignment of source and destinations and any length around the
-// 64-byte lines the loop takes whole, and writes nothing outside them.
+// any alignment of source and destinations (two destinations aligned
+// alike or not) and any length around the 64-byte lines the loop takes
+// whole and the blocks of its two-pass form, and writes nothing outside.
 TEST(CopyKernels, EveryLoopCopiesExactlyTheBytesAskedFor) {
   std::vector<std::pair<const char*, kernels::CopyFn>> loops = {{"baseline", kernels::baseline::copyFn()}};
   if (kernels::avx2Usable()) loops.push_back({"avx2", kernels::avx2::copyFn()});
   constexpr size_t kGuard = 64;
   constexpr char kUntouched = 0x5a;
-  std::vector<char> src(4096 + 2 * kGuard);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 131 + 7);
-  const size_t lengths[] = {0, 1, 15, 31, 63, 64, 65, 127, 128, 200, 1000, 2048, 4095};
+  const size_t lengths[] = {0, 1, 15, 31, 63, 64, 65, 127, 128, 200, 1000, 4095, 4097, 9000, 65536, 65537, 70000};
+  std::vector<char> src(70000 + 2 * kGuard);
+  // No period a block or line size divides: a piece copied from the wrong offset shows.
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>((i * 2654435761u) >> 13);
+  // 64-byte aligned storage, so the offsets below are the offsets from a line.
+  auto lineAligned = [](std::vector<char>& v) {
+    return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+  };
+  std::vector<char> aStore(src.size() + 3 * kGuard), bStore(aStore.size());
   for (const auto& [name, copy] : loops) {
     for (size_t length : lengths) {
-      for (size_t srcOffset : {0, 1, 17}) {
-        for (size_t dstOffset : {0, 3, 16, 33}) {
-          for (bool two : {false, true}) {
-            for (bool streaming : {false, true}) {
-              std::vector<char> a(length + 2 * kGuard + 64, kUntouched), b(a.size(), kUntouched);
-              char* aAt = two ? a.data() + kGuard + dstOffset : nullptr;
-              char* bAt = b.data() + kGuard + dstOffset;
-              copy(aAt, bAt, src.data() + srcOffset, length, streaming);
-              const std::string what = std::string(name) + " length " + std::to_string(length) + " src+" +
-                                       std::to_string(srcOffset) + " dst+" + std::to_string(dstOffset) +
-                                       (two ? " two" : " one") + (streaming ? " streaming" : "");
-              for (const auto* dst : {&b, two ? &a : nullptr}) {
-                if (dst == nullptr) continue;
-                const char* at = dst->data() + kGuard + dstOffset;
-                ASSERT_EQ(std::memcmp(at, src.data() + srcOffset, length), 0) << what;
-                for (size_t i = 0; i < dst->size(); ++i) {
-                  if (dst->data() + i >= at && dst->data() + i < at + length) continue;
-                  ASSERT_EQ((*dst)[i], kUntouched) << what << ": byte " << i << " outside the copy written";
-                }
-              }
-              if (!two) {
-                ASSERT_TRUE(std::all_of(a.begin(), a.end(), [&](char c) { return c == kUntouched; })) << what;
+      for (size_t srcOffset : {0, 17}) {
+        for (size_t aOffset : {0, 16, 33}) {
+          for (size_t bOffset : {0, 3, 16}) {
+            for (bool two : {false, true}) {
+              for (bool streaming : {false, true}) {
+                std::fill(aStore.begin(), aStore.end(), kUntouched);
+                std::fill(bStore.begin(), bStore.end(), kUntouched);
+                char* aAt = lineAligned(aStore) + kGuard + aOffset;
+                char* bAt = lineAligned(bStore) + kGuard + bOffset;
+                copy(two ? aAt : nullptr, bAt, src.data() + srcOffset, length, streaming);
+                const std::string what = std::string(name) + " length " + std::to_string(length) + " src+" +
+                                         std::to_string(srcOffset) + " a+" + std::to_string(aOffset) + " b+" +
+                                         std::to_string(bOffset) + (two ? " two" : " one") +
+                                         (streaming ? " streaming" : "");
+                auto check = [&](const std::vector<char>& store, const char* at, bool written) {
+                  if (written) ASSERT_EQ(std::memcmp(at, src.data() + srcOffset, length), 0) << what;
+                  for (size_t i = 0; i < store.size(); ++i) {
+                    const char* p = store.data() + i;
+                    if (written && p >= at && p < at + length) continue;
+                    ASSERT_EQ(store[i], kUntouched) << what << ": byte " << i << " outside the copy written";
+                  }
+                };
+                check(bStore, bAt, true);
+                check(aStore, aAt, two);
               }
             }
           }
