@@ -17,12 +17,11 @@ constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
 // built out of line, only on failure (a valid call costs a few
 // nanoseconds of checks, not a function call and a Status per rule).
 // The compiler takes a branch to a cold function as unlikely.
-#define FW_COLD __attribute__((cold, noinline))
 
 // The enums have int as their underlying type in C++ (fairway.h), so a
 // caller's out-of-range value is read as the int it is and refused here,
 // before anything switches on it.
-FW_COLD Status badDatatype(int raw) {
+[[gnu::cold, gnu::noinline]] Status badDatatype(int raw) {
   return Status(fwInvalidDatatype, "datatype " + std::to_string(raw) + " is not a fwDataType_t (0.." +
                                        std::to_string(fwNumTypes - 1) + ")");
 }
@@ -31,7 +30,7 @@ inline Status checkDatatype(fwDataType_t datatype) {
   return Status::ok();
 }
 
-FW_COLD Status badOp(fwRedOp_t op, fwDataType_t datatype) {
+[[gnu::cold, gnu::noinline]] Status badOp(fwRedOp_t op, fwDataType_t datatype) {
   const int raw = static_cast<int>(op);
   if (!isValidOp(raw)) {
     return Status(fwInvalidOp, "op " + std::to_string(raw) + " is not a fwRedOp_t (0.." +
@@ -45,7 +44,8 @@ inline Status checkOp(fwRedOp_t op, fwDataType_t datatype) {
   return Status::ok();
 }
 
-FW_COLD Status overflowingCount(size_t count, size_t multiplier, fwDataType_t datatype, const char* countName) {
+[[gnu::cold, gnu::noinline]] Status overflowingCount(size_t count, size_t multiplier, fwDataType_t datatype,
+                                                     const char* countName) {
   return Status(fwInvalidCount, std::string(countName) + "=" + std::to_string(count) +
                                     (multiplier > 1 ? " times " + std::to_string(multiplier) + " ranks" : "") +
                                     " elements of " + datatypeName(datatype) + " overflows the address space");
@@ -60,7 +60,7 @@ inline Status bytesOf(size_t count, size_t multiplier, fwDataType_t datatype, co
   return Status::ok();
 }
 
-FW_COLD Status nullBuffer(size_t bytes, const char* name) {
+[[gnu::cold, gnu::noinline]] Status nullBuffer(size_t bytes, const char* name) {
   return Status(fwInvalidPointer, std::string(name) + " is NULL but " + std::to_string(bytes) + " bytes are needed");
 }
 inline Status checkBuffer(const void* buf, size_t bytes, const char* name) {
@@ -68,7 +68,7 @@ inline Status checkBuffer(const void* buf, size_t bytes, const char* name) {
   return Status::ok();
 }
 
-FW_COLD Status badRank(int rank, int nranks, const char* name) {
+[[gnu::cold, gnu::noinline]] Status badRank(int rank, int nranks, const char* name) {
   return Status(fwInvalidRank, std::string(name) + " " + std::to_string(rank) + " is not a rank of this " +
                                    std::to_string(nranks) + "-rank communicator");
 }
@@ -77,7 +77,7 @@ inline Status checkRank(int rank, int nranks, const char* name) {
   return Status::ok();
 }
 
-FW_COLD Status overlapping(const char* inPlaceRule) {
+[[gnu::cold, gnu::noinline]] Status overlapping(const char* inPlaceRule) {
   return Status(fwInvalidArgument, std::string("sendbuff and recvbuff overlap without being in place (") + inPlaceRule +
                                        ")");
 }
