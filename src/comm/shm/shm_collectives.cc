@@ -1,6 +1,7 @@
 // The shared-memory provider's collectives, in rounds of at most one chunk
-// per rank (shm_node.h). Round g uses the buffers of parity g % 2, so a
-// rank fills round g + 1 while slower peers still read round g.
+// per rank (shm_node.h). Round g's input region never overlaps round
+// g - 1's, and it uses the result areas of parity g % 2, so a rank fills
+// round g + 1 while slower peers still read round g.
 #include <algorithm>
 #include <cstring>
 
@@ -50,9 +51,8 @@ void combineInRankOrder(const CollectiveContext& node, int ranks, char* dst, siz
 
 void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count,
                                     const char* own) const {
-  const uint32_t round = round_;
   combineInRankOrder(node, ranks_, dst, count, [&](int p) -> const char* {
-    return p == localRank_ && own != nullptr ? own : input(p, round) + at;
+    return p == localRank_ && own != nullptr ? own : input(p) + at;
   });
 }
 
@@ -85,14 +85,14 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
-    FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
+    FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count, length * es));
     // Peers need the slices they reduce; this rank's own slice it reads
     // where it lies, so only the bytes around it go in.
     const ChunkLayout slices{length, ranks_, 0};
     const size_t ownAt = slices.chunkOffset(localRank_) * es;
     const size_t sliceCount = slices.chunkCount(localRank_);
     const char* piece = static_cast<const char*>(node.at(send, first));
-    char* in = input(localRank_, round_);
+    char* in = input(localRank_);
     segmentCopy(in, piece, ownAt);
     segmentCopy(in + ownAt + sliceCount * es, piece + ownAt + sliceCount * es, (length - sliceCount) * es - ownAt);
     post(arrived(round_));
@@ -120,8 +120,8 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
 Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* send, void* recv, size_t count,
                                           int root) {
   const size_t es = node.elementSize();
-  FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
-  segmentCopy(input(localRank_, round_), send, count * es);
+  FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count, count * es));
+  segmentCopy(input(localRank_), send, count * es);
   post(arrived(round_));
   if (root < 0 || localRank_ == root) {
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
@@ -130,7 +130,7 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
     // to 0.33-0.41 us; no difference past 4 KiB, nor on 4 and 8 ranks).
     for (int p = 0; p < ranks_; ++p) {
       if (p == localRank_) continue;
-      const char* in = input(p, round_);
+      const char* in = input(p);
       for (size_t at = 0; at < std::min(count * es, kPrefetchBytes); at += 64) __builtin_prefetch(in + at, 0, 3);
     }
     reduceSlices(node, static_cast<char*>(recv), 0, count);
@@ -146,7 +146,7 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
 Status SharedMemoryNode::reduceInline(CollectiveContext& node, const void* send, void* recv, size_t count,
                                       int root) {
   const size_t es = node.elementSize(), bytes = count * es;
-  FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count));
+  FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count, 0));
   InlineRound& mine = control(localRank_).inlineRound[round_ % 2];
   const size_t headBytes = std::min(bytes, kInlineHeadBytes);
   const bool withTail = bytes > headBytes;
@@ -183,7 +183,8 @@ Status SharedMemoryNode::reduceInline(CollectiveContext& node, const void* send,
 }
 
 // Round j carries elements [j k, (j + 1) k) of every block, block q's
-// piece at q k in the rank's input (its own piece it reads from send);
+// piece at q times the round's longest piece in the rank's input (its own
+// piece it reads from send);
 // rank r reduces piece r straight into out. Blocks may sit at a stride
 // (two-phase reads them in place).
 Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send, void* out,
@@ -194,7 +195,8 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
-    FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count));
+    const size_t stride = pieceOf(blocks.chunkCount(0), first, perRound) * es;  // chunk 0 is the longest
+    FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count, stride * ranks_));
     const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
     char* dst = static_cast<char*>(node.at(out, first));
     const char* own = static_cast<const char*>(node.at(send, blocks.chunkOffset(localRank_) + first));
@@ -203,15 +205,15 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
     // past the first two (its first combine writes out), or out shifted
     // against it (an element written before it is read).
     const bool ownInPlace = overlaps(own, dst, mine * es) && (own != dst || localRank_ >= 2);
-    char* in = input(localRank_, round_);
+    char* in = input(localRank_);
     for (int q = 0; q < ranks_; ++q) {
       if (q == localRank_ && !ownInPlace) continue;
-      segmentCopy(in + q * perRound * es, node.at(send, blocks.chunkOffset(q) + first),
+      segmentCopy(in + q * stride, node.at(send, blocks.chunkOffset(q) + first),
                   pieceOf(blocks.chunkCount(q), first, perRound) * es);
     }
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
-    reduceSlices(node, dst, localRank_ * perRound * es, mine, ownInPlace ? nullptr : own);
+    reduceSlices(node, dst, localRank_ * stride, mine, ownInPlace ? nullptr : own);
     node.reducer().finalize(dst, mine);
     post(finished(round_));
   }
@@ -240,18 +242,20 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
   const bool streaming = streams(blocks.count * es);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
-    FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count));
+    // Chunk 0 is the longest: its piece is the most any rank puts in.
+    FW_RETURN_IF_ERROR(
+        beginRound(node, kAllgather, -1, blocks.count, pieceOf(blocks.chunkCount(0), first, perRound) * es));
     const size_t bytes = pieceOf(blocks.chunkCount(localRank_), first, perRound) * es;
     if (own == ownInBuf) {
-      segmentCopy(input(localRank_, round_), node.at(own, first), bytes);
+      segmentCopy(input(localRank_), node.at(own, first), bytes);
     } else {
-      segmentCopyTwice(input(localRank_, round_), node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
+      segmentCopyTwice(input(localRank_), node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
     }
     post(arrived(round_));
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
       FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
-      resultCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q, round_),
+      resultCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q),
                  pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
     }
     post(finished(round_));
@@ -268,12 +272,12 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   const bool streaming = streams(count * es);
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
-    FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count));
-    if (localRank_ == root) segmentCopy(input(root, round_), node.at(buf, first), length * es);
+    FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count, length * es));
+    if (localRank_ == root) segmentCopy(input(root), node.at(buf, first), length * es);
     post(arrived(round_));
     if (localRank_ != root) {
       FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
-      resultCopy(node.at(buf, first), input(root, round_), length * es, streaming);
+      resultCopy(node.at(buf, first), input(root), length * es, streaming);
     }
     post(finished(round_));
   }
@@ -285,7 +289,7 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
 // and returns only once every peer has read its block.
 Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
   const size_t es = node.elementSize();
-  FW_RETURN_IF_ERROR(beginRound(node, kAllgatherInPlace, -1, blocks.count));
+  FW_RETURN_IF_ERROR(beginRound(node, kAllgatherInPlace, -1, blocks.count, 0));
   control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(buf), std::memory_order_relaxed);
   post(arrived(round_));
   for (int step = 1; step < ranks_; ++step) {
@@ -303,7 +307,7 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, void* buf, co
 
 // The root publishes its buffer; every other rank reads all of it.
 Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root) {
-  FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count));
+  FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count, 0));
   control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(buf), std::memory_order_relaxed);
   post(arrived(round_));
   Status st;
@@ -324,7 +328,7 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, void* buf, si
 
 Status SharedMemoryNode::barrier(CollectiveContext& node) {
   FW_RETURN_IF_ERROR(checkContext(node));
-  FW_RETURN_IF_ERROR(beginRound(node, kBarrier, -1, 0));
+  FW_RETURN_IF_ERROR(beginRound(node, kBarrier, -1, 0, 0));
   post(arrived(round_));
   Status st = awaitAll(arrived(round_), true);  // finished is implied (shm_node.h)
   ++round_;

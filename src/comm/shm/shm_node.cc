@@ -62,7 +62,7 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       ranks_(static_cast<int>(nodeRanks_.size())), chunkBytes_(chunkBytes),
       resultBytes_(resultBytesFor(ranks_, chunkBytes)), slotBytes_(slotBytesFor(ranks_, chunkBytes)),
       messenger_(messenger), timeoutMs_(config.timeoutMs), spinMicros_(config.spinMicros),
-      yieldWhenIdle_(yieldWhenIdle), seen_(ranks_, 0) {
+      yieldWhenIdle_(yieldWhenIdle), inputRing_(chunkBytes, ranks_ == 2), seen_(ranks_, 0) {
   static_assert(offsetof(Control, sleepers) == 64, "the phase and the descriptors fill the first line");
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
@@ -136,10 +136,10 @@ SharedMemoryNode::Control& SharedMemoryNode::control(int rank) const {
   return *reinterpret_cast<Control*>(first + static_cast<size_t>(rank) * sizeof(Control));
 }
 
-char* SharedMemoryNode::input(int rank, uint32_t round) const {
+char* SharedMemoryNode::input(int rank) const {
   char* slot = segment_.data() + controlBytesFor(ranks_, sizeof(Header), sizeof(Control)) +
                static_cast<size_t>(rank) * slotBytes_;
-  return slot + (round % 2) * chunkBytes_;
+  return slot + inputRing_.at();
 }
 
 char* SharedMemoryNode::result(int rank, uint32_t round) const {
@@ -162,9 +162,12 @@ Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
   return Status::ok();
 }
 
-Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count) {
-  // This parity's buffers were last read in round - 2.
+Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count,
+                                    size_t inputBytes) {
+  // This parity's buffers were last read in round - 2; the round's input
+  // region overlaps none of round - 1's.
   FW_RETURN_IF_ERROR(awaitAll(finished(round_ - 2), false));
+  inputRing_.place(inputBytes);
   const Reducer* reducer = kind == kAllgather || kind == kBroadcast || kind == kBarrier ? nullptr : &node.reducer();
   current_ = Descriptor{round_,
                         node.sequence(),

@@ -2,8 +2,9 @@
 // node. Every local rank owns a slot in the node's segment: a control
 // block (its phase counter, the descriptor of its current round, the
 // collective it last entered, the inline rounds that carry a small
-// reduction's input) and double-buffered input and result areas
-// of FAIRWAY_SHM_CHUNK_BYTES. A collective is cut into rounds of at most
+// reduction's input), an input area of two chunks of
+// FAIRWAY_SHM_CHUNK_BYTES that rounds take in turn (round_ring.h) and
+// double-buffered result areas. A collective is cut into rounds of at most
 // one chunk per rank; in each round every rank copies its part into its
 // own slot, then reduces its share of the round from every slot (each rank
 // reduces a different slice, in the same rank order everywhere), or copies
@@ -25,6 +26,7 @@
 
 #include "algorithms/node_phase.h"
 #include "comm/messenger.h"
+#include "comm/shm/round_ring.h"
 #include "comm/shm/shm_segment.h"
 
 namespace fairway {
@@ -125,7 +127,9 @@ class SharedMemoryNode final : public NodePhase {
   };
 
   Control& control(int rank) const;
-  char* input(int rank, uint32_t round) const;
+  // The current round's region of rank's input area (every rank places
+  // rounds alike: round_ring.h) and its result area.
+  char* input(int rank) const;
   char* result(int rank, uint32_t round) const;
   // A rank's phases in round g. A small collective's only round in which
   // every rank waits for every other's arrival (allreduce, barrier) posts
@@ -137,9 +141,11 @@ class SharedMemoryNode final : public NodePhase {
   static uint32_t arrived(uint32_t round) { return 2 * round + 1; }
   static uint32_t finished(uint32_t round) { return 2 * round + 2; }
 
-  // Starts round `round_`: waits until every peer is done with this
-  // parity's buffers (round - 2), then publishes the descriptor.
-  Status beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count);
+  // Starts round `round_`, which puts inputBytes in every rank's input
+  // area (the most any rank puts): waits until every peer is done with
+  // round - 2 (this parity's descriptor and result area), places the
+  // round's input, then publishes the descriptor.
+  Status beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count, size_t inputBytes);
   void post(uint32_t phase);
   // Waits until peer's counter reaches phase; with checkRound, then
   // compares its descriptor of this round with ours.
@@ -197,6 +203,7 @@ class SharedMemoryNode final : public NodePhase {
   int64_t spinMicros_;
   bool yieldWhenIdle_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
+  RoundRing inputRing_;
   size_t singleCopyBytes_ = 0;
   std::vector<int32_t> pids_;  // of the local ranks
   Descriptor current_{};
