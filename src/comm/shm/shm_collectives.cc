@@ -184,9 +184,8 @@ Status SharedMemoryNode::reduceInline(CollectiveContext& node, const void* send,
 
 // Round j carries elements [j k, (j + 1) k) of every block, block q's
 // piece at q times the round's longest piece in the rank's input (its own
-// piece it reads from send);
-// rank r reduces piece r straight into out. Blocks may sit at a stride
-// (two-phase reads them in place).
+// piece it reads from send); rank r reduces piece r straight into out.
+// Blocks may sit at a stride (two-phase reads them in place).
 Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send, void* out,
                                        const ChunkLayout& blocks, void* /*partial*/) {
   FW_RETURN_IF_ERROR(checkContext(node));
