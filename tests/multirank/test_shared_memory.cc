@@ -214,65 +214,73 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
 // KiB walk the ring, on 3 they keep to its halves. Every value is checked,
 // and one rank now and then falls behind, so a region written while a
 // peer still read it would show.
-TEST_F(SharedMemory, RoundsOfMixedSizesNeverOverwriteWhatAPeerReads) {
-  for (int nranks : {2, 3}) {
-    SCOPED_TRACE(std::to_string(nranks) + " ranks");
-    auto outcomes = runRanks(nranks, [](const RankContext& ctx) {
-      fwComm_t comm;
-      if (initOrReport(ctx, &comm)) return 1;
-      int failures = 0;
-      const int n = ctx.nranks;
-      uint64_t draw = 12345;  // the same sequence on every rank
-      auto next = [&draw](uint64_t below) {
-        draw = draw * 6364136223846793005ull + 1442695040888963407ull;
-        return (draw >> 33) % below;
-      };
-      for (int call = 0; call < 120 && failures == 0; ++call) {
-        // 1 KiB to 640 KiB per rank: under, at and past each slot size.
-        const size_t count = 256 + next(160 * 1024);
-        const int kind = static_cast<int>(next(4));
-        const bool lag = next(3) == 0;  // drawn on every rank, so the sequences stay alike
-        if (lag && ctx.rank == call % n) usleep(200);
-        size_t wrong = 0;
-        auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 131 + (i * 7) % 1009); };
-        if (kind == 0) {  // allgather
-          std::vector<int32_t> mine(count), all(count * n, -1);
-          for (size_t i = 0; i < count; ++i) mine[i] = value(ctx.rank, i);
-          RANK_CHECK(ctx, fwAllGather(mine.data(), all.data(), count, fwInt32, comm, nullptr) == fwSuccess,
-                     "allgather");
-          for (int r = 0; r < n; ++r) {
-            for (size_t i = 0; i < count; ++i) wrong += all[r * count + i] != value(r, i);
-          }
-        } else if (kind == 1) {  // broadcast
-          const int root = static_cast<int>(next(static_cast<uint64_t>(n)));
-          std::vector<int32_t> buf(count, -1);
-          if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = value(root, i);
-          RANK_CHECK(ctx, fwBroadcast(buf.data(), buf.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
-                     "broadcast");
-          for (size_t i = 0; i < count; ++i) wrong += buf[i] != value(root, i);
-        } else {  // allreduce, or reduce-scatter of count per rank
-          const size_t total = kind == 2 ? count : count * n;
-          std::vector<int32_t> mine(total), out(kind == 2 ? total : count, -1);
-          for (size_t i = 0; i < total; ++i) mine[i] = value(ctx.rank, i);
-          const fwResult_t rc =
-              kind == 2 ? fwAllReduce(mine.data(), out.data(), total, fwInt32, fwSum, comm, nullptr)
-                        : fwReduceScatter(mine.data(), out.data(), count, fwInt32, fwSum, comm, nullptr);
-          RANK_CHECK(ctx, rc == fwSuccess, kind == 2 ? "allreduce" : "reduce-scatter");
-          const size_t first = kind == 2 ? 0 : count * ctx.rank;
-          for (size_t i = 0; i < out.size(); ++i) {
-            int32_t sum = 0;
-            for (int r = 0; r < n; ++r) sum += value(r, first + i);
-            wrong += out[i] != sum;
-          }
-        }
-        RANK_CHECK(ctx, wrong == 0,
-                   "call " + std::to_string(call) + " (kind " + std::to_string(kind) + ", count " +
-                       std::to_string(count) + "): " + std::to_string(wrong) + " wrong values");
+int mixedRounds(const RankContext& ctx) {
+  fwComm_t comm;
+  if (initOrReport(ctx, &comm)) return 1;
+  int failures = 0;
+  const int n = ctx.nranks;
+  uint64_t draw = 12345;  // the same sequence on every rank
+  auto next = [&draw](uint64_t below) {
+    draw = draw * 6364136223846793005ull + 1442695040888963407ull;
+    return (draw >> 33) % below;
+  };
+  for (int call = 0; call < 120 && failures == 0; ++call) {
+    // 1 KiB to 640 KiB per rank: under, at and past each slot size.
+    const size_t count = 256 + next(160 * 1024);
+    const int kind = static_cast<int>(next(4));
+    const bool lag = next(3) == 0;  // drawn on every rank, so the sequences stay alike
+    if (lag && ctx.rank == call % n) usleep(200);
+    size_t wrong = 0;
+    auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 131 + (i * 7) % 1009); };
+    if (kind == 0) {  // allgather
+      std::vector<int32_t> mine(count), all(count * n, -1);
+      for (size_t i = 0; i < count; ++i) mine[i] = value(ctx.rank, i);
+      RANK_CHECK(ctx, fwAllGather(mine.data(), all.data(), count, fwInt32, comm, nullptr) == fwSuccess,
+                 "allgather");
+      for (int r = 0; r < n; ++r) {
+        for (size_t i = 0; i < count; ++i) wrong += all[r * count + i] != value(r, i);
       }
-      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
-      return failures;
-    });
-    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+    } else if (kind == 1) {  // broadcast
+      const int root = static_cast<int>(next(static_cast<uint64_t>(n)));
+      std::vector<int32_t> buf(count, -1);
+      if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = value(root, i);
+      RANK_CHECK(ctx, fwBroadcast(buf.data(), buf.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
+                 "broadcast");
+      for (size_t i = 0; i < count; ++i) wrong += buf[i] != value(root, i);
+    } else {  // allreduce, or reduce-scatter of count per rank
+      const size_t total = kind == 2 ? count : count * n;
+      std::vector<int32_t> mine(total), out(kind == 2 ? total : count, -1);
+      for (size_t i = 0; i < total; ++i) mine[i] = value(ctx.rank, i);
+      const fwResult_t rc =
+          kind == 2 ? fwAllReduce(mine.data(), out.data(), total, fwInt32, fwSum, comm, nullptr)
+                    : fwReduceScatter(mine.data(), out.data(), count, fwInt32, fwSum, comm, nullptr);
+      RANK_CHECK(ctx, rc == fwSuccess, kind == 2 ? "allreduce" : "reduce-scatter");
+      const size_t first = kind == 2 ? 0 : count * ctx.rank;
+      for (size_t i = 0; i < out.size(); ++i) {
+        int32_t sum = 0;
+        for (int r = 0; r < n; ++r) sum += value(r, first + i);
+        wrong += out[i] != sum;
+      }
+    }
+    RANK_CHECK(ctx, wrong == 0,
+               "call " + std::to_string(call) + " (kind " + std::to_string(kind) + ", count " +
+                   std::to_string(count) + "): " + std::to_string(wrong) + " wrong values");
+  }
+  RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+  return failures;
+}
+
+TEST_F(SharedMemory, RoundsOfMixedSizesNeverOverwriteWhatAPeerReads) {
+  // The default chunk, and one of no whole number of cache lines (never halved).
+  for (const std::string chunk : {"", "100000"}) {
+    for (int nranks : {2, 3}) {
+      SCOPED_TRACE(std::to_string(nranks) + " ranks, chunk " + (chunk.empty() ? "default" : chunk));
+      auto outcomes = runRanks(nranks, [&chunk](const RankContext& ctx) {
+        if (!chunk.empty()) setenv("FAIRWAY_SHM_CHUNK_BYTES", chunk.c_str(), 1);
+        return mixedRounds(ctx);
+      });
+      for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+    }
   }
 }
 
