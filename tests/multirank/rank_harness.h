@@ -41,6 +41,11 @@ struct RankOptions {
 std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body,
                                   RankOptions options = {});
 
+// Every rank process runRanks has forked in this process so far: what a
+// test left behind can be told from what a test running beside it (ctest
+// -j) has made.
+const std::vector<int>& forkedRankPids();
+
 // A line of context for a failed check, printed by the rank that saw it.
 void reportFailure(const RankContext& ctx, const std::string& what);
 
