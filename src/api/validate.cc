@@ -15,8 +15,8 @@ constexpr size_t kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
 
 // Each check below is a comparison on the success path; its message is
 // built out of line, only on failure (a valid call costs a few
-// nanoseconds of checks, not a function call and a Status per rule).
-// The compiler takes a branch to a cold function as unlikely.
+// nanoseconds of checks, not a function call and a Status per rule). The
+// compiler takes a branch to a cold function as unlikely.
 
 // The enums have int as their underlying type in C++ (fairway.h), so a
 // caller's out-of-range value is read as the int it is and refused here,

@@ -167,10 +167,7 @@ bool readUniqueId(int fd, fwUniqueId* id) {
   _exit(failures > 100 ? 100 : failures);
 }
 
-std::vector<int>& forkedPids() {
-  static std::vector<int> pids;
-  return pids;
-}
+std::vector<int> forkedPids;  // what forkedRankPids() returns
 
 }  // namespace
 
@@ -199,7 +196,7 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const Rank
       outcomes[r].exitCode = 1;
     }
     pids[r] = pid;
-    if (pid > 0) forkedPids().push_back(static_cast<int>(pid));
+    if (pid > 0) forkedPids.push_back(static_cast<int>(pid));
   }
   for (int fd : idPipes) if (fd >= 0) close(fd);
 
@@ -234,7 +231,7 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const Rank
   return outcomes;
 }
 
-const std::vector<int>& forkedRankPids() { return forkedPids(); }
+const std::vector<int>& forkedRankPids() { return forkedPids; }
 
 void reportFailure(const RankContext& ctx, const std::string& what) {
   std::fprintf(stderr, "[rank %d/%d] %s\n", ctx.rank, ctx.nranks, what.c_str());

@@ -31,12 +31,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kTimeoutMs = 3000;
 
+// How a Fairway segment's name in /dev/shm starts; its creator's pid follows.
+constexpr char kSegmentPrefix[] = "fairway-";
+
 // Names in /dev/shm that a Fairway segment would have.
 std::set<std::string> segmentFiles() {
   std::set<std::string> names;
   if (DIR* dir = opendir("/dev/shm")) {
     while (dirent* entry = readdir(dir)) {
-      if (std::strncmp(entry->d_name, "fairway-", 8) == 0) names.insert(entry->d_name);
+      if (std::strncmp(entry->d_name, kSegmentPrefix, std::strlen(kSegmentPrefix)) == 0) names.insert(entry->d_name);
     }
     closedir(dir);
   }
@@ -48,7 +51,7 @@ std::vector<std::string> mappedSegments() {
   std::ifstream maps("/proc/self/maps");
   std::vector<std::string> lines;
   for (std::string line; std::getline(maps, line);) {
-    if (line.find("/dev/shm/fairway-") != std::string::npos) lines.push_back(line);
+    if (line.find(std::string("/dev/shm/") + kSegmentPrefix) != std::string::npos) lines.push_back(line);
   }
   return lines;
 }
@@ -106,7 +109,7 @@ class SharedMemory : public ::testing::Test {
     // running beside this one may be creating a segment right now).
     const std::vector<int>& ours = forkedRankPids();
     for (const std::string& name : segmentFiles()) {
-      const int creator = std::atoi(name.c_str() + std::strlen("fairway-"));
+      const int creator = std::atoi(name.c_str() + std::strlen(kSegmentPrefix));
       if (before_.count(name) || std::find(ours.begin(), ours.end(), creator) == ours.end()) continue;
       ADD_FAILURE() << "/dev/shm/" << name << " was left behind";
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "comm/shm/round_ring.h"
 
@@ -58,12 +59,14 @@ TEST(RoundRing, ConsecutiveRoundsNeverOverlapAndStayInside) {
   }
 }
 
+// Places each round's bytes in turn and expects each at its offset.
+void expectPlaces(RoundRing& ring, std::initializer_list<std::pair<size_t, size_t>> rounds) {
+  for (const auto& [bytes, at] : rounds) EXPECT_EQ(ring.place(bytes), at) << bytes << " bytes";
+}
+
 TEST(RoundRing, FullChunksAlternateBetweenTheHalves) {
   RoundRing ring(262144, true);
-  EXPECT_EQ(ring.place(262144), 0u);
-  EXPECT_EQ(ring.place(262144), 262144u);
-  EXPECT_EQ(ring.place(200000), 0u);
-  EXPECT_EQ(ring.place(131073), 262144u);
+  expectPlaces(ring, {{262144, 0}, {262144, 262144}, {200000, 0}, {131073, 262144}});
 }
 
 TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
@@ -71,26 +74,24 @@ TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
   std::set<size_t> places;
   for (int g = 0; g < 8; ++g) places.insert(ring.place(65536));
   EXPECT_EQ(places, (std::set<size_t>{0, 65536, 131072, 196608, 262144, 327680, 393216, 458752}));
-  EXPECT_EQ(ring.place(65536), 0u);  // round again
-  // A round of 32 KiB still walks, from the next multiple of its size.
-  EXPECT_EQ(ring.place(RoundRing::kWalkFromBytes), 65536u);
-  EXPECT_EQ(ring.place(RoundRing::kWalkFromBytes), 98304u);
-  EXPECT_EQ(ring.place(0), 98304u);  // an empty round moves nothing
-  // Smaller ones keep to the halves: the one after the last region.
-  EXPECT_EQ(ring.place(100), 262144u);
-  EXPECT_EQ(ring.place(100), 0u);
-  EXPECT_EQ(ring.place(RoundRing::kWalkFromBytes - 1), 262144u);
-  EXPECT_EQ(ring.place(65536), 327680u);
+  expectPlaces(ring, {
+                         {65536, 0},  // round again
+                         // A round of 32 KiB still walks, from the next multiple of its size.
+                         {RoundRing::kWalkFromBytes, 65536},
+                         {RoundRing::kWalkFromBytes, 98304},
+                         {0, 98304},  // an empty round moves nothing
+                         // Smaller ones keep to the halves: the one after the last region.
+                         {100, 262144},
+                         {100, 0},
+                         {RoundRing::kWalkFromBytes - 1, 262144},
+                         {65536, 327680},
+                     });
 }
 
 // Without walking, every round alternates between the halves.
 TEST(RoundRing, WithoutWalkingRoundsAlternateBetweenTheHalves) {
   RoundRing ring(262144, false);
-  EXPECT_EQ(ring.place(65536), 0u);
-  EXPECT_EQ(ring.place(32768), 262144u);
-  EXPECT_EQ(ring.place(0), 262144u);
-  EXPECT_EQ(ring.place(262144), 0u);
-  EXPECT_EQ(ring.place(1), 262144u);
+  expectPlaces(ring, {{65536, 0}, {32768, 262144}, {0, 262144}, {262144, 0}, {1, 262144}});
 }
 
 }  // namespace

@@ -27,6 +27,12 @@ size_t pieceOf(size_t count, size_t first, size_t perRound) {
   return first >= count ? 0 : std::min(perRound, count - first);
 }
 
+// The most elements any block has in round [first, first + perRound):
+// chunk 0 is the longest of a ChunkLayout.
+size_t longestPiece(const ChunkLayout& blocks, size_t first, size_t perRound) {
+  return pieceOf(blocks.chunkCount(0), first, perRound);
+}
+
 // Whether [a, a + bytes) and [b, b + bytes) share a byte.
 bool overlaps(const void* a, const void* b, size_t bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a);
@@ -194,7 +200,7 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
-    const size_t stride = pieceOf(blocks.chunkCount(0), first, perRound) * es;  // chunk 0 is the longest
+    const size_t stride = longestPiece(blocks, first, perRound) * es;
     FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count, stride * ranks_));
     const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
     char* dst = static_cast<char*>(node.at(out, first));
@@ -241,9 +247,7 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
   const bool streaming = streams(blocks.count * es);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
     const size_t first = j * perRound;
-    // Chunk 0 is the longest: its piece is the most any rank puts in.
-    FW_RETURN_IF_ERROR(
-        beginRound(node, kAllgather, -1, blocks.count, pieceOf(blocks.chunkCount(0), first, perRound) * es));
+    FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count, longestPiece(blocks, first, perRound) * es));
     const size_t bytes = pieceOf(blocks.chunkCount(localRank_), first, perRound) * es;
     if (own == ownInBuf) {
       segmentCopy(input(localRank_), node.at(own, first), bytes);
