@@ -10,6 +10,12 @@ namespace fairway::kernels {
 // src once; b gets streaming (non-temporal) stores when streamingB.
 using CopyFn = void (*)(char* a, char* b, const char* src, size_t bytes, bool streamingB);
 
+// From this many bytes, a copy to two destinations that sit alike against
+// the stores' width runs in one pass; below it, or where they sit apart,
+// in two (copy_kernels.inc). A caller free to place a destination aligns
+// it like the other from here on.
+constexpr size_t kOnePassFromBytes = 32 * 1024;
+
 namespace baseline { CopyFn copyFn(); }
 namespace avx2 { CopyFn copyFn(); }
 

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <set>
 #include <sstream>
 #include <string>
@@ -73,6 +74,20 @@ std::string takeText(const std::string& path) {
   std::remove(path.c_str());
   return text.str();
 }
+
+// An allocator of storage that starts on a cache line, so that a test
+// decides how far past one its buffers sit.
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const LineAligned&) const { return true; }
+  bool operator!=(const LineAligned&) const { return false; }
+};
 
 int initOrReport(const RankContext& ctx, fwComm_t* comm) {
   if (fwCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess) return 0;
@@ -222,7 +237,9 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
 // after regions of other sizes (round_ring.h): on 2 ranks rounds from 32
 // KiB walk the ring, on 3 they keep to its halves. Every value is checked,
 // and one rank now and then falls behind, so a region written while a
-// peer still read it would show.
+// peer still read it would show. The buffers sit at a different offset
+// from a cache line on each rank and in each call, so a round of copies
+// starts at its writer's offset into its region, not the reader's.
 int mixedRounds(const RankContext& ctx) {
   fwComm_t comm;
   if (initOrReport(ctx, &comm)) return 1;
@@ -241,20 +258,23 @@ int mixedRounds(const RankContext& ctx) {
     if (lag && ctx.rank == call % n) usleep(200);
     size_t wrong = 0;
     auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 131 + (i * 7) % 1009); };
+    // 0 to 60 bytes past a line (the vectors' storage starts on one).
+    const size_t skew = static_cast<size_t>(call * 7 + ctx.rank * 5) % 16;
     if (kind == 0) {  // allgather
-      std::vector<int32_t> mine(count), all(count * n, -1);
+      std::vector<int32_t, LineAligned<int32_t>> mineStorage(count + 16), allStorage(count * n + 16, -1);
+      int32_t* mine = mineStorage.data() + (skew + 3) % 16;
+      int32_t* all = allStorage.data() + skew;
       for (size_t i = 0; i < count; ++i) mine[i] = value(ctx.rank, i);
-      RANK_CHECK(ctx, fwAllGather(mine.data(), all.data(), count, fwInt32, comm, nullptr) == fwSuccess,
-                 "allgather");
+      RANK_CHECK(ctx, fwAllGather(mine, all, count, fwInt32, comm, nullptr) == fwSuccess, "allgather");
       for (int r = 0; r < n; ++r) {
         for (size_t i = 0; i < count; ++i) wrong += all[r * count + i] != value(r, i);
       }
     } else if (kind == 1) {  // broadcast
       const int root = static_cast<int>(next(static_cast<uint64_t>(n)));
-      std::vector<int32_t> buf(count, -1);
+      std::vector<int32_t, LineAligned<int32_t>> storage(count + 16, -1);
+      int32_t* buf = storage.data() + skew;
       if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = value(root, i);
-      RANK_CHECK(ctx, fwBroadcast(buf.data(), buf.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
-                 "broadcast");
+      RANK_CHECK(ctx, fwBroadcast(buf, buf, count, fwInt32, root, comm, nullptr) == fwSuccess, "broadcast");
       for (size_t i = 0; i < count; ++i) wrong += buf[i] != value(root, i);
     } else {  // allreduce, or reduce-scatter of count per rank
       const size_t total = kind == 2 ? count : count * n;

@@ -1,7 +1,8 @@
 // The placement of the shared-memory rounds' inputs (round_ring.h): every
-// region inside the ring, none overlapping the round before it, cache-line
-// aligned where the chunk allows, and pieces from kWalkFromBytes walked
-// around the ring rather than put back in the same place.
+// region, with the slack a round may use past its bytes, inside the ring's
+// area, none overlapping the round before it, cache-line aligned where the
+// chunk allows, and pieces from kWalkFromBytes walked around the ring
+// rather than put back in the same place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,12 +39,12 @@ void checkRandomRounds(size_t chunkBytes, bool walk, unsigned seed, int rounds) 
     }
     bytes = std::min(bytes, chunkBytes);  // a round holds at most a chunk
     const size_t at = ring.place(bytes);
-    const Region region{at, bytes};
+    const Region region{at, bytes == 0 ? 0 : bytes + RoundRing::kSlackBytes};
     SCOPED_TRACE("chunk " + std::to_string(chunkBytes) + (walk ? ", walking" : "") + ", round " +
                  std::to_string(g) + ": " + std::to_string(bytes) + " bytes at " + std::to_string(at) +
                  ", the last round's " + std::to_string(last.bytes) + " at " + std::to_string(last.at));
     ASSERT_EQ(ring.at(), at);
-    ASSERT_LE(at + bytes, 2 * chunkBytes);
+    ASSERT_LE(at + region.bytes, RoundRing::areaBytes(chunkBytes, walk));
     if (chunkBytes % 64 == 0) {
       ASSERT_EQ(at % 64, 0u);
     }
@@ -59,22 +60,38 @@ TEST(RoundRing, ConsecutiveRoundsNeverOverlapAndStayInside) {
   }
 }
 
-// Places each round's bytes in turn and expects each at its offset.
-void expectPlaces(RoundRing& ring, std::initializer_list<std::pair<size_t, size_t>> rounds) {
-  for (const auto& [bytes, at] : rounds) EXPECT_EQ(ring.place(bytes), at) << bytes << " bytes";
+// Places each round's bytes in turn and expects each at its offset in the
+// ring of two chunks, which lies kSlackBytes further on for every unit
+// (the smallest slot) before it.
+void expectPlaces(RoundRing& ring, size_t unit, std::initializer_list<std::pair<size_t, size_t>> rounds) {
+  for (const auto& [bytes, at] : rounds) {
+    EXPECT_EQ(ring.place(bytes), at + RoundRing::kSlackBytes * (at / unit)) << bytes << " bytes";
+  }
+}
+// The smallest slot of a walking ring of 256 KiB chunks: 32 KiB, where a
+// round of kWalkFromBytes stops halving it; without walking, the chunk.
+constexpr size_t kWalkingUnit = 32768;
+constexpr size_t kHalvesUnit = 262144;
+
+TEST(RoundRing, TheAreaHoldsTwoChunksAndTheSlackAfterEachUnit) {
+  EXPECT_EQ(RoundRing::areaBytes(262144, true), 2 * 262144 + 16 * RoundRing::kSlackBytes);
+  EXPECT_EQ(RoundRing::areaBytes(262144, false), 2 * 262144 + 2 * RoundRing::kSlackBytes);
+  // A chunk of no whole number of 128 bytes is never halved.
+  EXPECT_EQ(RoundRing::areaBytes(100000, true), 2 * 100000 + 2 * RoundRing::kSlackBytes);
 }
 
 TEST(RoundRing, FullChunksAlternateBetweenTheHalves) {
   RoundRing ring(262144, true);
-  expectPlaces(ring, {{262144, 0}, {262144, 262144}, {200000, 0}, {131073, 262144}});
+  expectPlaces(ring, kWalkingUnit, {{262144, 0}, {262144, 262144}, {200000, 0}, {131073, 262144}});
 }
 
 TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
   RoundRing ring(262144, true);
   std::set<size_t> places;
   for (int g = 0; g < 8; ++g) places.insert(ring.place(65536));
-  EXPECT_EQ(places, (std::set<size_t>{0, 65536, 131072, 196608, 262144, 327680, 393216, 458752}));
-  expectPlaces(ring, {
+  // Every second unit: the slack after each shifts a place 128 bytes on.
+  EXPECT_EQ(places, (std::set<size_t>{0, 65664, 131328, 196992, 262656, 328320, 393984, 459648}));
+  expectPlaces(ring, kWalkingUnit, {
                          {65536, 0},  // round again
                          // A round of 32 KiB still walks, from the next multiple of its size.
                          {RoundRing::kWalkFromBytes, 65536},
@@ -91,7 +108,7 @@ TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
 // Without walking, every round alternates between the halves.
 TEST(RoundRing, WithoutWalkingRoundsAlternateBetweenTheHalves) {
   RoundRing ring(262144, false);
-  expectPlaces(ring, {{65536, 0}, {32768, 262144}, {0, 262144}, {262144, 0}, {1, 262144}});
+  expectPlaces(ring, kHalvesUnit, {{65536, 0}, {32768, 262144}, {0, 262144}, {262144, 0}, {1, 262144}});
 }
 
 }  // namespace

@@ -249,16 +249,19 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
     const size_t first = j * perRound;
     FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count, longestPiece(blocks, first, perRound) * es));
     const size_t bytes = pieceOf(blocks.chunkCount(localRank_), first, perRound) * es;
+    char* in = shiftedInput(node.at(ownInBuf, first), bytes);
     if (own == ownInBuf) {
-      segmentCopy(input(localRank_), node.at(own, first), bytes);
+      segmentCopy(in, node.at(own, first), bytes);
     } else {
-      segmentCopyTwice(input(localRank_), node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
+      segmentCopyTwice(in, node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
     }
     post(arrived(round_));
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
       FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
-      resultCopy(node.at(buf, blocks.chunkOffset(q) + first), input(q),
+      const char* theirs = nullptr;
+      FW_RETURN_IF_ERROR(peerInput(q, &theirs));
+      resultCopy(node.at(buf, blocks.chunkOffset(q) + first), theirs,
                  pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
     }
     post(finished(round_));
@@ -276,11 +279,15 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count, length * es));
-    if (localRank_ == root) segmentCopy(input(root), node.at(buf, first), length * es);
+    if (localRank_ == root) {
+      segmentCopy(shiftedInput(node.at(buf, first), length * es), node.at(buf, first), length * es);
+    }
     post(arrived(round_));
     if (localRank_ != root) {
       FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
-      resultCopy(node.at(buf, first), input(root), length * es, streaming);
+      const char* theirs = nullptr;
+      FW_RETURN_IF_ERROR(peerInput(root, &theirs));
+      resultCopy(node.at(buf, first), theirs, length * es, streaming);
     }
     post(finished(round_));
   }

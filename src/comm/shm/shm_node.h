@@ -1,22 +1,24 @@
 // The shared-memory provider of host collectives among the ranks of one
-// node. Every local rank owns a slot in the node's segment: a control
-// block (its phase counter, the descriptor of its current round, the
-// collective it last entered, the inline rounds that carry a small
-// reduction's input), an input area of two chunks of
-// FAIRWAY_SHM_CHUNK_BYTES that rounds take in turn (round_ring.h) and
-// double-buffered result areas. A collective is cut into rounds of at most
-// one chunk per rank; in each round every rank copies its part into its
-// own slot, then reduces its share of the round from every slot (each rank
-// reduces a different slice, in the same rank order everywhere), or copies
-// what it needs out of the others' slots. Ranks synchronise by phase
-// counters in the segment: a bounded spin, then a futex sleep, every wait
-// bounded by FAIRWAY_TIMEOUT_MS and watching for dead local ranks and
-// peers' failure notices (Messenger::checkHealth).
+// node. Every local rank owns a slot in the node's segment: a control block
+// (its phase counter, the descriptor of its current round, the collective
+// it last entered, the inline rounds that carry a small reduction's input),
+// an input area of two chunks of FAIRWAY_SHM_CHUNK_BYTES (and some slack)
+// that rounds take in turn (round_ring.h) and double-buffered result areas.
+// A collective is cut into rounds of at most one chunk per rank; in each
+// round every rank copies its part into its own slot, then reduces its
+// share of the round from every slot (each rank reduces a different slice,
+// in the same rank order everywhere), or copies what it needs out of the
+// others' slots. Ranks synchronise by phase counters in the segment: a
+// bounded spin, then a futex sleep, every wait bounded by
+// FAIRWAY_TIMEOUT_MS and watching for dead local ranks and peers' failure
+// notices (Messenger::checkHealth).
 //
 // Nothing read from the segment is trusted beyond the counters: sizes and
-// offsets are what this rank computed, and each round's descriptor (round,
-// collective number, kind, type, op, root, count) must match this rank's
-// before it reads a peer's data, else fwCollectiveMismatch.
+// offsets are what this rank computed (a round's offset into its region,
+// the one number a peer publishes, is taken only within the region's
+// slack), and each round's descriptor (round, collective number, kind,
+// type, op, root, count) must match this rank's before it reads a peer's
+// data, else fwCollectiveMismatch.
 #pragma once
 
 #include <atomic>
@@ -103,7 +105,10 @@ class SharedMemoryNode final : public NodePhase {
   static constexpr size_t kInlineBytes = kInlineHeadBytes + sizeof(InlineRound::tail);
   struct alignas(128) Control {
     std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
-    uint32_t unused;
+    // Where a round of copies starts in its input region, per parity
+    // (shiftedInput): below RoundRing::kSlackBytes.
+    std::atomic<uint8_t> inputShift[2];
+    uint16_t unused;
     Descriptor round[2];  // of the rounds of each parity
     // Written rarely, on a line of their own.
     alignas(64) std::atomic<uint32_t> sleepers;
@@ -131,6 +136,15 @@ class SharedMemoryNode final : public NodePhase {
   // rounds alike: round_ring.h) and its result area.
   char* input(int rank) const;
   char* result(int rank, uint32_t round) const;
+  // A round of copies (allgather, broadcast) of `bytes` puts its input at
+  // the same offset from a cache line as `destination`, where it or its
+  // readers copy it to, so that the copies run on aligned vectors
+  // (round_ring.h): this rank's input so placed, its offset published for
+  // the readers before the round's arrival.
+  char* shiftedInput(const void* destination, size_t bytes);
+  // A peer's input of this round as it placed it, once it has arrived;
+  // an offset past the slack is refused, not read.
+  Status peerInput(int peer, const char** input) const;
   // A rank's phases in round g. A small collective's only round in which
   // every rank waits for every other's arrival (allreduce, barrier) posts
   // no finished phase, a store its peers would each fetch again. Its only
@@ -196,6 +210,7 @@ class SharedMemoryNode final : public NodePhase {
   std::vector<int> nodeRanks_;
   int ranks_;
   size_t chunkBytes_;
+  size_t inputBytes_;
   size_t resultBytes_;
   size_t slotBytes_;
   Messenger& messenger_;
