@@ -19,7 +19,7 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3230304d48535746ull;  // "FWSHM002"
+constexpr uint64_t kMagic = 0x3330304d48535746ull;  // "FWSHM003": the layout of this version
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
