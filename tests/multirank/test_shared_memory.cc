@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <new>
 #include <set>
 #include <sstream>
 #include <string>
@@ -75,19 +74,14 @@ std::string takeText(const std::string& path) {
   return text.str();
 }
 
-// An allocator of storage that starts on a cache line, so that a test
-// decides how far past one its buffers sit.
-template <typename T>
-struct LineAligned {
-  using value_type = T;
-  LineAligned() = default;
-  template <typename U>
-  LineAligned(const LineAligned<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
-  bool operator==(const LineAligned&) const { return true; }
-  bool operator!=(const LineAligned&) const { return false; }
-};
+// Elements of a storage of at least 32 more than needed, starting skew
+// (below 16) elements past its first cache line, so that a test decides
+// how far past a line its buffer sits. (The storage is 16-byte aligned,
+// so the line is a whole number of elements on.)
+int32_t* skewedBuffer(std::vector<int32_t>& storage, size_t skew) {
+  const size_t toLine = (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  return storage.data() + toLine / sizeof(int32_t) + skew;
+}
 
 int initOrReport(const RankContext& ctx, fwComm_t* comm) {
   if (fwCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess) return 0;
@@ -258,12 +252,12 @@ int mixedRounds(const RankContext& ctx) {
     if (lag && ctx.rank == call % n) usleep(200);
     size_t wrong = 0;
     auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 131 + (i * 7) % 1009); };
-    // 0 to 60 bytes past a line (the vectors' storage starts on one).
+    // 0 to 60 bytes past a line.
     const size_t skew = static_cast<size_t>(call * 7 + ctx.rank * 5) % 16;
     if (kind == 0) {  // allgather
-      std::vector<int32_t, LineAligned<int32_t>> mineStorage(count + 16), allStorage(count * n + 16, -1);
-      int32_t* mine = mineStorage.data() + (skew + 3) % 16;
-      int32_t* all = allStorage.data() + skew;
+      std::vector<int32_t> mineStorage(count + 32), allStorage(count * n + 32, -1);
+      int32_t* mine = skewedBuffer(mineStorage, (skew + 3) % 16);
+      int32_t* all = skewedBuffer(allStorage, skew);
       for (size_t i = 0; i < count; ++i) mine[i] = value(ctx.rank, i);
       RANK_CHECK(ctx, fwAllGather(mine, all, count, fwInt32, comm, nullptr) == fwSuccess, "allgather");
       for (int r = 0; r < n; ++r) {
@@ -271,8 +265,8 @@ int mixedRounds(const RankContext& ctx) {
       }
     } else if (kind == 1) {  // broadcast
       const int root = static_cast<int>(next(static_cast<uint64_t>(n)));
-      std::vector<int32_t, LineAligned<int32_t>> storage(count + 16, -1);
-      int32_t* buf = storage.data() + skew;
+      std::vector<int32_t> storage(count + 32, -1);
+      int32_t* buf = skewedBuffer(storage, skew);
       if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = value(root, i);
       RANK_CHECK(ctx, fwBroadcast(buf, buf, count, fwInt32, root, comm, nullptr) == fwSuccess, "broadcast");
       for (size_t i = 0; i < count; ++i) wrong += buf[i] != value(root, i);

@@ -65,10 +65,7 @@ class RoundRing {
   // bytes takes no place and moves nothing.
   size_t place(size_t bytes) {
     if (bytes == 0) return at_;
-    size_t slot = chunkBytes_;
-    if (walk_ && bytes >= kWalkFromBytes) {
-      while (slot % 128 == 0 && bytes <= slot / 2) slot /= 2;
-    }
+    const size_t slot = slotFor(chunkBytes_, walk_, bytes);
     size_t at = (end_ + slot - 1) / slot * slot;
     if (at + slot > 2 * chunkBytes_) at = 0;
     end_ = at + bytes;
@@ -79,15 +76,19 @@ class RoundRing {
   size_t at() const { return at_; }
 
  private:
-  // The smallest slot place() can choose: the chunk halved as often as a
-  // round of kWalkFromBytes would halve it. Every slot is a multiple.
-  static size_t smallestSlot(size_t chunkBytes, bool walk) {
+  // The slot of a round of `bytes`: the chunk, or when walking and the
+  // round is of kWalkFromBytes or more, the chunk halved while the round
+  // fits and the half stays a whole number of cache lines.
+  static size_t slotFor(size_t chunkBytes, bool walk, size_t bytes) {
     size_t slot = chunkBytes;
-    if (walk) {
-      while (slot % 128 == 0 && kWalkFromBytes <= slot / 2) slot /= 2;
+    if (walk && bytes >= kWalkFromBytes) {
+      while (slot % 128 == 0 && bytes <= slot / 2) slot /= 2;
     }
     return slot;
   }
+  // The smallest slot place() can choose, a round of kWalkFromBytes's:
+  // every slot is a multiple of it.
+  static size_t smallestSlot(size_t chunkBytes, bool walk) { return slotFor(chunkBytes, walk, kWalkFromBytes); }
 
   size_t chunkBytes_;
   bool walk_;

@@ -280,7 +280,8 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count, length * es));
     if (localRank_ == root) {
-      segmentCopy(shiftedInput(node.at(buf, first), length * es), node.at(buf, first), length * es);
+      const char* piece = node.at(buf, first);
+      segmentCopy(shiftedInput(piece, length * es), piece, length * es);
     }
     post(arrived(round_));
     if (localRank_ != root) {
