@@ -67,14 +67,20 @@ nccl_runs_on() {  # $1 ranks; records the reason when it cannot
 fairway_binary() {
   case $1 in allreduce) echo all_reduce_perf ;; reducescatter) echo reduce_scatter_perf ;; allgather) echo all_gather_perf ;; esac
 }
-# Iterations shrink as sizes grow so every timed window lasts tens of
-# milliseconds: on shared cores a window of a few milliseconds measures the
-# scheduler, not the library. Fairway, NCCL and Open MPI run the same
-# iterations; Gloo, 10 to 400 times slower below 1 MiB, runs fewer (the
-# last column), and its windows are still the longest.
-# Each range: smallest, largest size, iterations, warm-up, Gloo's iterations.
-ranges=("8 2048 2000 100 100" "4096 65536 1000 50 100" "131072 1048576 500 10 50" "2097152 8388608 40 4 10"
-        "16777216 1073741824 8 2 4")
+# Iterations shrink as sizes and rank counts grow so that every timed
+# window lasts about 10 ms or more for the fastest library on 2 ranks, and
+# longer elsewhere: on shared cores a window of a few milliseconds
+# measures the scheduler, not the library (one 2-rank allgather of
+# 128 KiB, 500 iterations or 2.5 ms, read 5.0 to 8.9 us across six
+# repeats). Fairway, NCCL and Open MPI run the same iterations; Gloo, 10
+# to 400 times slower below 1 MiB, runs fewer (the last column), and its
+# windows are still the longest.
+# Each range: smallest, largest size, iterations and warm-up on 2 ranks
+# (on n ranks, 2/n of them, at least 8 and 2), Gloo's iterations.
+ranges=("8 2048 50000 1000 100" "4096 65536 20000 400 100" "131072 1048576 5000 100 50"
+        "2097152 8388608 400 10 10" "16777216 1073741824 20 2 4")
+# Per rank count: a call takes about n/2 times as long on n ranks.
+scaled() { local v=$(( $1 * 2 / $2 )); (( v < $3 )) && v=$3; echo "$v"; }
 # Columns of the perf output: size is $1, out-of-place time (us) is $6;
 # busbw is computed from the time (the printed one has two decimals).
 collect() { awk -v lib="$1" -v np="$2" -v c="$3" '!/^#/ && NF >= 8 {print lib, np, c, $1, $6}' >> "$raw"; }
@@ -88,6 +94,7 @@ for np in $ranks; do
     for c in $colls; do
       for r in "${ranges[@]}"; do
         read -r lo hi iters warm glooIters <<< "$r"
+        iters=$(scaled "$iters" "$np" 8) warm=$(scaled "$warm" "$np" 2)
         (( lo < min )) && lo=$min
         (( hi > max )) && hi=$max
         (( lo > hi )) && continue
