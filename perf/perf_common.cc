@@ -35,6 +35,7 @@ struct Row {
   fwRedOp_t op;
   int root;
   double timeUs[2], algbw[2], busbw[2];  // [0] out-of-place, [1] in-place
+  double callUs[2];  // the calling thread's time inside one call, the slowest rank's
   uint64_t wrong[2];
   double error[2];  // -q: relative L2 error against the full-precision result
   bool hasInPlace;
@@ -67,6 +68,10 @@ uint64_t wrongValues(const std::vector<Row>& rows) {
 
 struct Measurement {
   double timeUs = 0;
+  // Time inside the calls alone, before the wait for the device: all of
+  // timeUs for host buffers, the enqueue cost for device calls, which
+  // return before their work has run.
+  double callUs = 0;
   uint64_t wrong = 0;
   double error = 0;  // -q
 };
@@ -122,14 +127,15 @@ class Sweep {
           const size_t es = check::elementSize(type);
           size_t count = bytes / es;
           PerfBuffers b{send_, recv_, count, type, op, o_.root, comm_, rank_, nranks_,
-                        o_.compressed() ? &o_.compression : nullptr};
+                        o_.compressed() ? &o_.compression : nullptr, o_.memory != Memory::Host};
           Measurement out, in;
           const bool hasInPlace = c_.inPlaceSend != nullptr;
           if (!measure(b, false, &out) || (hasInPlace && !measure(b, true, &in))) return false;
           const double sizeBytes = static_cast<double>(count * es), factor = c_.busFactor(nranks_);
           const double algOut = sizeBytes / out.timeUs / 1e3, algIn = hasInPlace ? sizeBytes / in.timeUs / 1e3 : 0;
           rows_.push_back(Row{count * es, count, type, op, c_.usesRoot ? o_.root : -1, {out.timeUs, in.timeUs},
-                              {algOut, algIn}, {algOut * factor, algIn * factor}, {out.wrong, in.wrong},
+                              {algOut, algIn}, {algOut * factor, algIn * factor}, {out.callUs, in.callUs},
+                              {out.wrong, in.wrong},
                               {out.error, in.error}, hasInPlace});
           if (rank_ == 0) printRow(rows_.back());
           reportProgress(rows_.size(), total, start, &lastProgress);
@@ -204,10 +210,13 @@ class Sweep {
     FW_CHECK(fwBarrier(comm_, nullptr));
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) FW_CHECK(c_.run(b));
+    auto tCalls = std::chrono::steady_clock::now();
     if (!synchronized()) return false;
     auto t1 = std::chrono::steady_clock::now();
     double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters;
     if (!combineTime(us, &m->timeUs)) return false;
+    double callUs = std::chrono::duration<double, std::micro>(tCalls - t0).count() / o_.iters;
+    FW_CHECK(fwAllReduce(&callUs, &m->callUs, 1, fwFloat64, fwMax, comm_, nullptr));
     if (o_.check) {
       ++seed_;
       // The same placement in the host mirrors (the buffers themselves for host memory).
@@ -307,8 +316,10 @@ bool writeJson(const std::string& path, const PerfCollective& c, const Options& 
         std::fprintf(f, ", \"%s\": null", key);
         continue;
       }
-      std::fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %llu",
-                   key, r.timeUs[p], r.algbw[p], r.busbw[p], static_cast<unsigned long long>(r.wrong[p]));
+      std::fprintf(f,
+                   ", \"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"call_us\": %.3f, "
+                   "\"wrong\": %llu",
+                   key, r.timeUs[p], r.algbw[p], r.busbw[p], r.callUs[p], static_cast<unsigned long long>(r.wrong[p]));
       if (o.compressed()) std::fprintf(f, ", \"relative_l2_error\": %.6e", r.error[p]);
       std::fprintf(f, "}");
     }
@@ -370,6 +381,12 @@ int runPerf(int argc, char** argv, const PerfCollective& collective) {
   fwCommCount(comm, &nranks);
   if (collective.usesRoot && o.root >= nranks) {
     std::fprintf(stderr, "%s: -r %d is not a rank of %d\n", collective.name, o.root, nranks);
+    fwCommDestroy(comm);
+    return 2;
+  }
+  if (o.memory == Memory::Cuda && nranks < collective.minRanksOnDevice) {
+    std::fprintf(stderr, "%s: -m cuda needs %d ranks or more: %s\n", collective.name, collective.minRanksOnDevice,
+                 collective.whyMinRanksOnDevice);
     fwCommDestroy(comm);
     return 2;
   }

@@ -21,6 +21,7 @@ struct PerfBuffers {
   int nranks;
   // -q: the compressed call's descriptor (null: the plain collective).
   const fwCompression_t* compression = nullptr;
+  bool onDevice = false;  // -m cuda: the buffers are device memory
 };
 
 struct PerfCollective {
@@ -46,6 +47,9 @@ struct PerfCollective {
   size_t (*fillExpected)(const PerfBuffers& b, void* expected, int seed);
   // Whether run() takes -q (calls the compressed form when b.compression is set).
   bool compresses = false;
+  // The fewest ranks it runs on with -m cuda, and why (sendrecv: 2).
+  int minRanksOnDevice = 1;
+  const char* whyMinRanksOnDevice = nullptr;
 };
 
 // For the collectives whose count is nranks blocks (reduce-scatter's input,

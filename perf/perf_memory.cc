@@ -3,12 +3,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#ifdef FAIRWAY_PERF_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "api/device_runtime_access.h"
 
 namespace fairway::perf {
 namespace {
+
+// Every device wait is bounded; a perf run's largest copy takes well under this.
+constexpr int64_t kDeviceWaitMs = 600000;
 
 int localRank() {
   for (const char* name : {"FAIRWAY_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
@@ -17,21 +18,7 @@ int localRank() {
   return 0;
 }
 
-}  // namespace
-
-#ifdef FAIRWAY_PERF_CUDA
-
-bool selectDevice(std::string* why) {
-  int devices = 0;
-  cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess || devices == 0) {
-    *why = e != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e) : "no CUDA device";
-    return false;
-  }
-  e = cudaSetDevice(localRank() % devices);
-  if (e != cudaSuccess) *why = std::string("cudaSetDevice: ") + cudaGetErrorString(e);
-  return e == cudaSuccess;
-}
+DeviceRuntime* device() { return fairwayProcessDeviceRuntime(nullptr); }
 
 // Host buffers are written once, so first-touch page faults stay out of
 // the timings.
@@ -41,12 +28,37 @@ void* allocateHost(size_t bytes) {
   return p;
 }
 
+bool copyOnDevice(void* dst, const void* src, size_t bytes) {
+  DeviceRuntime* d = device();
+  return d != nullptr && d->copyAsync(dst, src, bytes, nullptr).isOk() && d->synchronize(nullptr, kDeviceWaitMs).isOk();
+}
+
+}  // namespace
+
+bool selectDevice(std::string* why) {
+  const char* reason = nullptr;
+  DeviceRuntime* d = fairwayProcessDeviceRuntime(&reason);
+  if (d == nullptr) {
+    *why = reason;
+    return false;
+  }
+  const int devices = d->deviceCount();
+  if (devices <= 0) {
+    *why = "the device runtime reports no device";
+    return false;
+  }
+  Status st = d->setDevice(localRank() % devices);
+  if (!st.isOk()) *why = st.message();
+  return st.isOk();
+}
+
 void* allocate(Memory memory, size_t bytes) {
   if (memory == Memory::Host) return allocateHost(bytes);
+  DeviceRuntime* d = device();
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-  if (cudaMemset(p, 0, bytes) != cudaSuccess) {
-    cudaFree(p);
+  if (d == nullptr || !d->allocateDevice(bytes, &p).isOk()) return nullptr;
+  if (!d->zeroAsync(p, bytes, nullptr).isOk() || !d->synchronize(nullptr, kDeviceWaitMs).isOk()) {
+    d->freeDevice(p);
     return nullptr;
   }
   return p;
@@ -54,38 +66,21 @@ void* allocate(Memory memory, size_t bytes) {
 
 void release(Memory memory, void* buffer) {
   if (memory == Memory::Host) std::free(buffer);
-  else if (buffer != nullptr) cudaFree(buffer);
+  else if (buffer != nullptr && device() != nullptr) device()->freeDevice(buffer);
 }
 
 bool copyToBuffer(Memory memory, void* dst, const void* src, size_t bytes) {
   if (memory == Memory::Host) return std::memmove(dst, src, bytes) != nullptr;
-  return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+  return copyOnDevice(dst, src, bytes);
 }
 
 bool copyFromBuffer(Memory memory, void* dst, const void* src, size_t bytes) {
   if (memory == Memory::Host) return std::memmove(dst, src, bytes) != nullptr;
-  return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+  return copyOnDevice(dst, src, bytes);
 }
 
-bool synchronize(Memory memory) { return memory == Memory::Host || cudaDeviceSynchronize() == cudaSuccess; }
-
-#else  // built without the CUDA toolkit: host memory only
-
-bool selectDevice(std::string* why) {
-  *why = "this build has no CUDA support (the toolkit was not found when it was configured)";
-  return false;
+bool synchronize(Memory memory) {
+  return memory == Memory::Host || (device() != nullptr && device()->synchronize(nullptr, kDeviceWaitMs).isOk());
 }
-void* allocateHost(size_t bytes) {
-  void* p = std::malloc(bytes);
-  if (p != nullptr) std::memset(p, 0, bytes);
-  return p;
-}
-void* allocate(Memory memory, size_t bytes) { return memory == Memory::Host ? allocateHost(bytes) : nullptr; }
-void release(Memory, void* buffer) { std::free(buffer); }
-bool copyToBuffer(Memory, void* dst, const void* src, size_t bytes) { return std::memmove(dst, src, bytes) != nullptr; }
-bool copyFromBuffer(Memory, void* dst, const void* src, size_t bytes) { return std::memmove(dst, src, bytes) != nullptr; }
-bool synchronize(Memory) { return true; }
-
-#endif
 
 }  // namespace fairway::perf

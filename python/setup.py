@@ -1,6 +1,7 @@
 """Builds fairway._C, the torch.distributed backend, against the torch in
 this environment and the Fairway library: FAIRWAY_PREFIX (an install
-prefix with include/ and lib/), else this checkout's include/ and build/."""
+prefix with include/ and lib/), else this checkout's include/ and its build
+directory, FAIRWAY_BUILD_DIR (default build/)."""
 import os
 import pathlib
 
@@ -15,7 +16,7 @@ if prefix:
     lib_dir = pathlib.Path(prefix) / "lib"
 else:
     include_dir = here.parent / "include"
-    lib_dir = here.parent / "build" / "lib"
+    lib_dir = pathlib.Path(os.environ.get("FAIRWAY_BUILD_DIR", here.parent / "build")).resolve() / "lib"
 if not (lib_dir / "libfairway.so").exists():
     raise SystemExit(
         f"fairway: no libfairway.so in {lib_dir}: build the project first "

@@ -18,7 +18,7 @@
 
 namespace fairway {
 
-constexpr int kDeviceRuntimeAbiVersion = 5;
+constexpr int kDeviceRuntimeAbiVersion = 6;
 
 class DeviceRuntime {
  public:
@@ -81,6 +81,10 @@ class DeviceRuntime {
   virtual void setFlag(uint32_t* flag, uint32_t value) = 0;
   // How streamWaitFlag waits here, for fairway-info and the logs.
   virtual const char* streamWaitMethod() const = 0;
+  // Makes streamWaitFlag use its fallback (a host function) even where the
+  // driver could wait itself (FAIRWAY_STREAM_WAIT=host-function), so the
+  // two can be measured against each other on one machine.
+  virtual void useHostFunctionWaits() {}
   // Native collectives on this runtime's own memory where it brings them:
   // the host-emulated runtime's stand-in for NCCL, so the NCCL branches run
   // in tests. Null for CUDA, whose come from the NCCL plugin.

@@ -2,6 +2,7 @@
 // communicators use (FAIRWAY_DEVICE_RUNTIME): cudaMalloc on the calling
 // thread's current device with CUDA, the runtime's own arena under the
 // host-emulated runtime of the tests.
+#include "api/device_runtime_access.h"
 #include "comm/local_machine.h"
 #include "core/errors.h"
 
@@ -44,6 +45,15 @@ fwResult_t fwMemFree(void* ptr) {
   }
   if (st.isOk()) device->freeDevice(ptr);
   return reportToCaller(st);
+}
+
+fairway::DeviceRuntime* fairwayProcessDeviceRuntime(const char** why) {
+  static thread_local std::string reason;
+  DeviceRuntime* device = nullptr;
+  Status st = deviceRuntime("fairwayProcessDeviceRuntime", &device);
+  reason = st.message();
+  if (why != nullptr) *why = st.isOk() ? "" : reason.c_str();
+  return device;
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@ Status loadMachine(const Config& config, LocalMachine* m) {
     FW_LOG(Warn, Init, "topology discovery failed, continuing without it: %s", topo.message().c_str());
   }
   Status device = createDeviceRuntime(config.deviceRuntime, config.pluginPath, &m->device);
+  if (device.isOk() && config.streamWait == "host-function") m->device->useHostFunctionWaits();
   m->cudaDevice = device.isOk() ? Availability::yes() : Availability::no(device.message());
 
   // Without a GPU, NCCL (a large library) is not even loaded; nor with a
@@ -51,7 +52,8 @@ Status LocalMachine::get(const Config& config, LocalMachine** out) {
   static std::map<std::string, std::unique_ptr<LocalMachine>> machines;
   std::lock_guard<std::mutex> lock(mutex);
   const std::string key =
-      config.topoFile + '\n' + config.topoDumpFile + '\n' + config.pluginPath + '\n' + config.deviceRuntime;
+      config.topoFile + '\n' + config.topoDumpFile + '\n' + config.pluginPath + '\n' + config.deviceRuntime + '\n' +
+                          config.streamWait;
   auto it = machines.find(key);
   if (it == machines.end()) {
     auto machine = std::make_unique<LocalMachine>();

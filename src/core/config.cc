@@ -177,6 +177,10 @@ Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
     return Status(fwInvalidArgument, "FAIRWAY_UCX_DEVICE_MEMORY=" + c.ucxDeviceMemory +
                                          " is not one of auto|direct|staged");
   }
+  readString(lookup, "FAIRWAY_STREAM_WAIT", &c.streamWait);
+  if (c.streamWait != "auto" && c.streamWait != "host-function") {
+    return Status(fwInvalidArgument, "FAIRWAY_STREAM_WAIT=" + c.streamWait + " is not one of auto|host-function");
+  }
   readString(lookup, "FAIRWAY_TOPO_FILE", &c.topoFile);
   readString(lookup, "FAIRWAY_TOPO_DUMP_FILE", &c.topoDumpFile);
   FW_RETURN_IF_ERROR(parseList(lookup, "FAIRWAY_NET_DEVICES", &c.netDevices));

@@ -45,6 +45,9 @@ struct Config {
   std::string pluginPath;              // FAIRWAY_PLUGIN_PATH
   std::string deviceRuntime = "cuda";  // FAIRWAY_DEVICE_RUNTIME: cuda|none|host-emulated (tests)
   std::string ucxDeviceMemory = "auto";  // FAIRWAY_UCX_DEVICE_MEMORY: auto|direct|staged
+  // FAIRWAY_STREAM_WAIT: auto (cuStreamWaitValue32 where the driver has it)
+  // or host-function (always the fallback: for measuring one against the other).
+  std::string streamWait = "auto";
   std::string topoFile;                // FAIRWAY_TOPO_FILE: hwloc XML read instead of discovering
   std::string topoDumpFile;            // FAIRWAY_TOPO_DUMP_FILE: where to write the topology found
   std::vector<std::string> netDevices; // FAIRWAY_NET_DEVICES: UCX devices, local rank i takes entry i mod n

@@ -95,6 +95,24 @@ TEST(Config, DeviceRuntimeIsOneOfThree) {
   }
 }
 
+TEST(Config, StreamWaitIsAutoOrHostFunction) {
+  for (const char* text : {"auto", "host-function", "memop", ""}) {
+    auto lookup = [&](const char* name) -> const char* {
+      return std::string(name) == "FAIRWAY_STREAM_WAIT" ? text : nullptr;
+    };
+    Config c;
+    Status st = Config::fromVariables(lookup, &c);
+    const std::string value = text;
+    if (value == "memop") {
+      EXPECT_EQ(st.code(), fwInvalidArgument);
+      EXPECT_NE(st.message().find("FAIRWAY_STREAM_WAIT=memop"), std::string::npos) << st.message();
+    } else {
+      ASSERT_TRUE(st.isOk()) << st.message();
+      EXPECT_EQ(c.streamWait, value.empty() ? "auto" : value);
+    }
+  }
+}
+
 TEST(UcxVersion, SameMajorAndMinorOnly) {
   UcxVersion built{1, 13, 0, "/usr/lib/x86_64-linux-gnu"};
   EXPECT_TRUE(checkUcxVersion(built, UcxVersion{1, 13, 1, "/usr/lib/x86_64-linux-gnu/libucp.so.0"}).isOk());

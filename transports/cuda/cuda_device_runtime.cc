@@ -184,7 +184,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   // cuStreamWaitValue32 where the driver has stream memory operations: the
   // GPU itself polls the flag, no thread is held. Otherwise a host function.
   Status streamWaitFlag(void* stream, uint32_t* flag, uint32_t value) override {
-    if (StreamWaitValue32 wait = driverStreamWaitValue32()) {
+    StreamWaitValue32 wait = hostWaits_.load() ? nullptr : driverStreamWaitValue32();
+    if (wait != nullptr) {
       void* devicePointer = nullptr;
       cudaError_t e = cudaHostGetDevicePointer(&devicePointer, flag, 0);
       if (e != cudaSuccess) return cudaFailure("cudaHostGetDevicePointer of a stream flag", e);
@@ -199,6 +200,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     cudaError_t e = cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), waitOnHost, new HostWait{flag, value});
     return e == cudaSuccess ? Status::ok() : cudaFailure("cudaLaunchHostFunc", e);
   }
+
+  void useHostFunctionWaits() override { hostWaits_.store(true); }
 
   void setFlag(uint32_t* flag, uint32_t value) override { __atomic_store_n(flag, value, __ATOMIC_RELEASE); }
 

@@ -1,0 +1,85 @@
+"""Step test: the GPU tests and the device-path tests under ctest, and the
+PyTorch backend's tests, each bounded; every test's outcome, and a skipped
+test's reason, goes into the report."""
+import re
+import xml.etree.ElementTree as ElementTree
+
+from .common import REPO, figure, record, run
+
+STEP = "test"
+
+
+def ctest(ctx, item, title, regex, env, timeout, jobs):
+    junit = ctx.work / f"{item}.xml"
+    ran = run(ctx, f"test-{item}", ["ctest", "--test-dir", str(ctx.build), "-R", regex, "-j", str(jobs),
+                                    "--output-on-failure", "--output-junit", str(junit)],
+              env=env, timeout=timeout)
+    rows, counts = [], {"passed": 0, "failed": 0, "skipped": 0}
+    if junit.exists():
+        for case in ElementTree.parse(junit).getroot().iter("testcase"):
+            name = case.get("name", "?").split("  #")[0]  # without gtest's "# GetParam() = ..."
+            out = case.findtext("system-out") or ""
+            if case.find("failure") is not None or case.get("status") == "fail":
+                outcome, why = "failed", _last_lines(out)
+            elif case.find("skipped") is not None or case.get("status") in ("skipped", "notrun", "disabled"):
+                outcome, why = "skipped", _skip_reason(out)
+            else:
+                outcome, why = "passed", ""
+            counts[outcome] += 1
+            rows.append([name, outcome, f"{float(case.get('time') or 0):.2f}", why])
+    total = sum(counts.values())
+    if total == 0:
+        status, reason = "fail", f"ctest ran no test matching {regex}: {ran.tail(4)}"
+    elif counts["failed"] or not ran.ok and not counts["skipped"] == total:
+        status, reason = "fail", f"{counts['failed']} of {total} failed" + (" (timed out)" if ran.timed_out else "")
+    elif counts["skipped"] == total:
+        status, reason = "skip", f"all {total} skipped: {rows[0][3]}"
+    else:
+        status, reason = "pass", ""
+    record(ctx, STEP, item, title, status, reason,
+           figures=[figure(k, v, "tests") for k, v in counts.items()],
+           table={"columns": ["test", "outcome", "time (s)", "why"], "rows": rows}, seconds=ran.seconds)
+
+
+def _skip_reason(output):
+    match = re.search(r"Skipped\s*\n?(.*)", output) or re.search(r"SKIP[^\n:]*:\s*(.*)", output)
+    return match.group(1).strip()[:200] if match else "skipped"
+
+
+def _last_lines(output, n=3):
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-n:])[:400]
+
+
+def pytest(ctx, item, title, args, env, timeout):
+    ran = run(ctx, f"test-{item}", [ctx.python, "-m", "pytest", "-q", "-p", "no:cacheprovider"] + args,
+              env=env, timeout=timeout)
+    summary = next((line for line in reversed(ran.output.splitlines()) if re.search(r"\d+ (passed|failed)", line)),
+                   "")
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
+    status = "pass" if ran.ok and counts.get("passed", 0) > 0 else "fail"
+    record(ctx, STEP, item, title, status, "" if status == "pass" else (summary or ran.tail(6)),
+           figures=[figure(k, v, "tests") for k, v in counts.items()], seconds=ran.seconds)
+
+
+def run_step(ctx):
+    env = ctx.device_env()
+    env.update(ctx.python_env())
+    # Gpu.*: the real CUDA runtime always (each test skips, saying why, without a GPU).
+    ctest(ctx, "gpu_tests", "Gpu.* tests (one-rank NCCL, ranks sharing the GPU over UCX, two-phase, kernels)",
+          r"^Gpu\.", {"FAIRWAY_TIMEOUT_MS": "120000"}, timeout=900, jobs=1)
+    if ctx.emulated:
+        regex = r"^(EmulatedDevice|Paths/Device(StreamOrder|SendRecv|Compression))" if ctx.quick else \
+            r"^(EmulatedDevice|Paths/Device|AllCollectives/DeviceSweep)"
+        ctest(ctx, "device_path_tests", "device-path tests (host-emulated runtime)", regex, env, timeout=1500, jobs=2)
+    else:
+        record(ctx, STEP, "device_path_tests", "device-path tests on the CUDA runtime", "skip",
+               "fairway_device_path_tests reach device memory through the host-emulated runtime's hooks "
+               "(they read and write it directly) and run only under it; the Gpu.* tests and the -m cuda "
+               "sweeps cover the same paths on the CUDA runtime")
+    tests = REPO / "python" / "tests"
+    if ctx.quick:
+        pytest(ctx, "python_tests", "python/tests (CPU tensors; a quick subset)",
+               [str(tests), "-k", "async_work or bad_input"], env, timeout=600)
+    else:
+        pytest(ctx, "python_tests", "python/tests (CPU tensors)", [str(tests)], env, timeout=1200)
