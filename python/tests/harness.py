@@ -1,6 +1,10 @@
 """Runs a function on N spawned ranks with the fairway backend as the
 default group (and a gloo group over the same ranks for reference
-results); each rank's return value or exception comes back to the test."""
+results); each rank's return value or exception comes back to the test.
+
+FAIRWAY_TEST_DEVICE=cuda (scripts/gpu_check.sh on a GPU machine) puts the
+tensors the rank functions hand to fairway on the GPU (every rank shares
+GPU 0) through on_device(); references stay on the CPU."""
 import os
 import queue
 import tempfile
@@ -11,12 +15,28 @@ from datetime import timedelta
 import torch.multiprocessing as mp
 
 RANK_LIMIT_S = 120
+DEVICE = os.environ.get("FAIRWAY_TEST_DEVICE", "cpu")
+
+
+def on_device(tensor):
+    """A copy of the tensor where fairway's calls take it in this run (CPU or GPU)."""
+    return tensor.to(DEVICE, copy=True)
+
+
+def empty(*shape, dtype=None):
+    import torch
+
+    return torch.empty(*shape, dtype=dtype, device=DEVICE)
 
 
 def _rank_main(rank, world, store_path, fn, args, results, env):
     os.environ.update(env)
     try:
+        import torch
         import torch.distributed as dist
+
+        if DEVICE == "cuda":
+            torch.cuda.set_device(0)
         import fairway.torch  # noqa: F401  registers the backend
 
         timeout = timedelta(seconds=float(env.get("FAIRWAY_TEST_PG_TIMEOUT_S", "60")))

@@ -4,6 +4,7 @@ reduce-scatters, the int8 DDP hook with error feedback, bad input."""
 import torch
 import torch.distributed as dist
 
+from harness import DEVICE, empty, on_device
 from rank_features import train
 
 
@@ -17,7 +18,7 @@ def _exact_sum(seed, world, shape):
 
 def _relative_error(got, want):
     want = want.double()
-    return ((got.double() - want).norm() / want.norm()).item()
+    return ((got.cpu().double() - want).norm() / want.norm()).item()
 
 
 def _same_everywhere(tensor):
@@ -33,14 +34,14 @@ def compressed_collectives(rank, world):
     errors = {}
     n = 1 << 16
     for kind, bound in (("int8", 0.015), ("int4", 0.20), ("bf16", 0.01), ("fp16", 0.001)):
-        tensor = _gaussian(1, rank, n)
+        tensor = on_device(_gaussian(1, rank, n))
         all_reduce_compressed(tensor, kind, dist.ReduceOp.SUM)
         errors[f"all_reduce {kind}"] = _relative_error(tensor, _exact_sum(1, world, n))
         assert errors[f"all_reduce {kind}"] < bound, errors
         assert _same_everywhere(tensor), f"{kind}: ranks differ"
     # Reduce-scatter, average, asynchronous.
-    full = _gaussian(2, rank, world * 1000)
-    part = torch.empty(1000)
+    full = on_device(_gaussian(2, rank, world * 1000))
+    part = empty(1000)
     work = reduce_scatter_compressed(part, full, "int8", dist.ReduceOp.AVG, async_op=True)
     work.wait()
     want = _exact_sum(2, world, world * 1000)[rank * 1000:(rank + 1) * 1000] / world
@@ -48,7 +49,7 @@ def compressed_collectives(rank, world):
     assert errors["reduce_scatter int8"] < 0.01, errors
     # DeepSpeed's coalesced reduce-scatters: odd sizes, padding, several shapes.
     shapes = [(7, 13), (world * 64,), (5,), (3, 1000)]
-    tensors = [_gaussian(3 + i, rank, shape) for i, shape in enumerate(shapes)]
+    tensors = [on_device(_gaussian(3 + i, rank, shape)) for i, shape in enumerate(shapes)]
     for name, parts in (("reduce_scatter_coalesced", reduce_scatter_coalesced(tensors)),
                         ("all_to_all_quant_reduce", all_to_all_quant_reduce(tensors, None))):
         for i, (shape, got) in enumerate(zip(shapes, parts)):
@@ -58,7 +59,7 @@ def compressed_collectives(rank, world):
             assert got.shape == want.shape, f"{name} {shape}: part of shape {tuple(got.shape)}, not {tuple(want.shape)}"
             if not want.numel():
                 continue
-            worst = (got.double() - want).abs().max().item()
+            worst = (got.cpu().double() - want).abs().max().item()
             errors[f"{name} {shape}"] = worst
             if name == "reduce_scatter_coalesced":
                 assert worst < 1e-6, f"{name} {shape}: off by {worst}"
@@ -77,15 +78,15 @@ def error_feedback_converges(rank, world):
 
     n = 1 << 14
     exact = _exact_sum(4, world, n)
-    residual = torch.zeros(n)
+    residual = on_device(torch.zeros(n))
     mean = torch.zeros(n, dtype=torch.float64)
     single = None
     for step in range(40):
-        tensor = _gaussian(4, rank, n)
+        tensor = on_device(_gaussian(4, rank, n))
         all_reduce_compressed(tensor, "int8", dist.ReduceOp.SUM, residual=residual)
         if single is None:
             single = _relative_error(tensor, exact)
-        mean += tensor.double() / 40
+        mean += tensor.cpu().double() / 40
     averaged = _relative_error(mean, exact)
     assert averaged < 0.1 * single, (single, averaged)
     return single, averaged
@@ -95,13 +96,13 @@ def ddp_int8_hook(rank, world):
     from fairway.torch.hooks import ErrorFeedbackState, int8_compress_hook
 
     gloo = dist.new_group(backend="gloo")
-    got = train(dist.group.WORLD, int8_compress_hook, 20, rank, state=ErrorFeedbackState())
+    got = train(dist.group.WORLD, int8_compress_hook, 20, rank, state=ErrorFeedbackState(), device=DEVICE)
     want = train(gloo, None, 20, rank)
     diff = max((a - b).abs().max().item() for a, b in zip(got, want))
     scale = max(b.abs().max().item() for b in want)
     assert diff <= 0.01 * scale, f"int8 hook parameters differ from gloo's by {diff} (largest {scale})"
     for p in got:
-        assert _same_everywhere(p), "ranks hold different parameters"
+        assert _same_everywhere(on_device(p)), "ranks hold different parameters"
     return diff
 
 

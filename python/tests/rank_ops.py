@@ -4,6 +4,8 @@ form of it, with the result computed from every rank's inputs)."""
 import torch
 import torch.distributed as dist
 
+from harness import empty, on_device
+
 Op = dist.ReduceOp
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
@@ -73,6 +75,7 @@ class Checker:
 
     def expect(self, what, got, want):
         self.checked += 1
+        got = got.cpu()  # a GPU run's result against the CPU reference
         if not same(got, want):
             self.failures.append(f"rank {self.rank}: {what}: got {got.tolist()[:8]}, want {want.tolist()[:8]}")
 
@@ -92,11 +95,11 @@ def sweep(rank, world):
         tag = str(dtype).replace("torch.", "")
         for op in ops_for(dtype):
             x = inputs(rank, dtype, n)
-            got = x.clone()
+            got = on_device(x)
             dist.all_reduce(got, op=op)
             c.expect(f"all_reduce {tag} {op}", got, c.reference_allreduce(x, op))
 
-            got = x.clone()
+            got = on_device(x)
             dist.reduce(got, dst=world - 1, op=op)
             want = c.reference_allreduce(x, op)  # on every rank: gloo's is collective too
             if rank == world - 1:
@@ -104,53 +107,54 @@ def sweep(rank, world):
 
             if dtype != torch.bool:
                 full = inputs(rank, dtype, n * world, salt=1)
-                out = torch.empty(n, dtype=dtype)
-                dist.reduce_scatter_tensor(out, full, op=op)
+                out = empty(n, dtype=dtype)
+                dist.reduce_scatter_tensor(out, on_device(full), op=op)
                 whole = c.reference_allreduce(full, op, salt=1)
                 c.expect(f"reduce_scatter_tensor {tag} {op}", out, whole[rank * n:(rank + 1) * n])
 
-                out_list = torch.empty(n, dtype=dtype)
-                dist.reduce_scatter(out_list, list(full.chunk(world)), op=op)
+                out_list = empty(n, dtype=dtype)
+                dist.reduce_scatter(out_list, list(on_device(full).chunk(world)), op=op)
                 c.expect(f"reduce_scatter {tag} {op}", out_list, whole[rank * n:(rank + 1) * n])
 
         # Data movement: every type, bool included.
         x = inputs(rank, dtype, n, salt=2)
-        got = x.clone()
+        got = on_device(x)
         dist.broadcast(got, src=1 % world)
         want = x.clone()
         dist.broadcast(want, src=1 % world, group=c.gloo)
         c.expect(f"broadcast {tag}", got, want)
 
-        gathered = torch.empty(n * world, dtype=dtype)
-        dist.all_gather_into_tensor(gathered, x)
+        gathered = empty(n * world, dtype=dtype)
+        dist.all_gather_into_tensor(gathered, on_device(x))
         want_list = [torch.empty(n, dtype=dtype) for _ in range(world)]
         dist.all_gather(want_list, x, group=c.gloo)
         c.expect(f"all_gather_into_tensor {tag}", gathered, torch.cat(want_list))
-        got_list = [torch.empty(n, dtype=dtype) for _ in range(world)]
-        dist.all_gather(got_list, x)
-        c.expect(f"all_gather {tag}", torch.cat(got_list), torch.cat(want_list))
+        got_list = [empty(n, dtype=dtype) for _ in range(world)]
+        dist.all_gather(got_list, on_device(x))
+        c.expect(f"all_gather {tag}", torch.cat([g.cpu() for g in got_list]), torch.cat(want_list))
 
-        blocks = [inputs(rank, dtype, n, salt=10 + j) for j in range(world)]
-        got_list = [torch.empty(n, dtype=dtype) for _ in range(world)]
+        blocks = [on_device(inputs(rank, dtype, n, salt=10 + j)) for j in range(world)]
+        got_list = [empty(n, dtype=dtype) for _ in range(world)]
         dist.all_to_all(got_list, blocks)
         want = [inputs(j, dtype, n, salt=10 + rank) for j in range(world)]
-        c.expect(f"all_to_all {tag}", torch.cat(got_list), torch.cat(want))
+        c.expect(f"all_to_all {tag}", torch.cat([g.cpu() for g in got_list]), torch.cat(want))
 
         root = world - 1
-        got_list = [torch.empty(n, dtype=dtype) for _ in range(world)] if rank == root else None
-        dist.gather(x, got_list, dst=root)
+        got_list = [empty(n, dtype=dtype) for _ in range(world)] if rank == root else None
+        dist.gather(on_device(x), got_list, dst=root)
         if rank == root:
-            c.expect(f"gather {tag}", torch.cat(got_list), torch.cat(want_list))
-        out = torch.empty(n, dtype=dtype)
-        dist.scatter(out, [inputs(j, dtype, n, salt=3) for j in range(world)] if rank == 0 else None, src=0)
+            c.expect(f"gather {tag}", torch.cat([g.cpu() for g in got_list]), torch.cat(want_list))
+        out = empty(n, dtype=dtype)
+        dist.scatter(out, [on_device(inputs(j, dtype, n, salt=3)) for j in range(world)] if rank == 0 else None,
+                     src=0)
         c.expect(f"scatter {tag}", out, inputs(rank, dtype, n, salt=3))
 
     # all_to_all_single with uneven split sizes: rank r sends j+1 rows of 3 to rank j.
     rows_out = [j + 1 for j in range(world)]
     rows_in = [rank + 1] * world
     send = torch.arange(sum(rows_out) * 3, dtype=torch.float32).reshape(-1, 3) + 100 * rank
-    recv = torch.empty(sum(rows_in), 3)
-    dist.all_to_all_single(recv, send, output_split_sizes=rows_in, input_split_sizes=rows_out)
+    recv = empty(sum(rows_in), 3)
+    dist.all_to_all_single(recv, on_device(send), output_split_sizes=rows_in, input_split_sizes=rows_out)
     want = torch.empty(sum(rows_in), 3)
     dist.all_to_all_single(want, send, output_split_sizes=rows_in, input_split_sizes=rows_out, group=c.gloo)
     c.expect("all_to_all_single uneven", recv, want)
@@ -158,33 +162,35 @@ def sweep(rank, world):
     # Coalesced forms (what FSDP and DDP's bucketing call).
     pg = dist.distributed_c10d._get_default_group()
     xs = [inputs(rank, torch.float32, k + 2, salt=20 + k) for k in range(3)]
-    outs = [torch.empty(x.numel() * world) for x in xs]
-    pg.allgather_into_tensor_coalesced(outs, xs).wait()
+    outs = [empty(x.numel() * world) for x in xs]
+    pg.allgather_into_tensor_coalesced(outs, [on_device(x) for x in xs]).wait()
     for k, x in enumerate(xs):
         want = torch.cat([inputs(r, torch.float32, k + 2, salt=20 + k) for r in range(world)])
         c.expect(f"allgather_into_tensor_coalesced #{k}", outs[k], want)
-    fulls = [inputs(rank, torch.float32, (k + 1) * world, salt=30 + k) for k in range(3)]
-    parts = [torch.empty(k + 1) for k in range(3)]
+    fulls = [on_device(inputs(rank, torch.float32, (k + 1) * world, salt=30 + k)) for k in range(3)]
+    parts = [empty(k + 1) for k in range(3)]
     pg.reduce_scatter_tensor_coalesced(parts, fulls).wait()
     for k in range(3):
         whole = local_reduce([inputs(r, torch.float32, (k + 1) * world, salt=30 + k) for r in range(world)], Op.SUM)
         c.expect(f"reduce_scatter_tensor_coalesced #{k}", parts[k], whole[rank * (k + 1):(rank + 1) * (k + 1)])
-    ys = [x.clone() for x in xs]
+    ys = [on_device(x) for x in xs]
     dist.all_reduce_coalesced(ys)
     for k, y in enumerate(ys):
         c.expect(f"all_reduce_coalesced #{k}", y,
                  local_reduce([inputs(r, torch.float32, k + 2, salt=20 + k) for r in range(world)], Op.SUM))
 
-    # send/recv around the ring, and a barrier.
-    right, left = (rank + 1) % world, (rank - 1) % world
-    token = torch.full((4,), float(rank))
-    got = torch.empty(4)
-    if rank % 2 == 0:
-        dist.send(token, right)
-        dist.recv(got, left)
-    else:
-        dist.recv(got, left)
-        dist.send(token, right)
-    c.expect("send/recv", got, torch.full((4,), float(left)))
+    # send/recv around the ring (a rank has no peer of its own to message
+    # alone), and a barrier.
+    if world > 1:
+        right, left = (rank + 1) % world, (rank - 1) % world
+        token = on_device(torch.full((4,), float(rank)))
+        got = empty(4)
+        if rank % 2 == 0:
+            dist.send(token, right)
+            dist.recv(got, left)
+        else:
+            dist.recv(got, left)
+            dist.send(token, right)
+        c.expect("send/recv", got, torch.full((4,), float(left)))
     dist.barrier()
     return c.checked, c.failures

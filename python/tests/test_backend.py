@@ -1,12 +1,18 @@
-"""The fairway torch.distributed backend against gloo, on CPU processes."""
+"""The fairway torch.distributed backend against gloo, on CPU processes
+(FAIRWAY_TEST_DEVICE=cuda: fairway's tensors on the GPU the ranks share)."""
+import os
+
 import pytest
 
-from harness import run_ranks
+from harness import DEVICE, run_ranks
 import rank_features
 import rank_ops
 
+# On one GPU: one rank (NCCL) and ranks sharing it (UCX).
+WORLDS = [2, 3, 4] if DEVICE == "cpu" else [1, 2, 4]
 
-@pytest.mark.parametrize("world", [2, 3, 4])
+
+@pytest.mark.parametrize("world", WORLDS)
 def test_every_operation_type_and_op_matches_gloo(world):
     results = run_ranks(world, rank_ops.sweep)
     failures = [f for _, rank_failures in results for f in rank_failures]
@@ -78,7 +84,8 @@ def test_the_nccl_plugin_uses_the_nccl_torch_loaded():
     before = loaded()
     if not before:
         pytest.skip("this torch loaded no NCCL")
-    plugin = pathlib.Path(__file__).resolve().parents[2] / "build" / "lib" / "libfairway-transport-nccl.so"
+    build = os.environ.get("FAIRWAY_BUILD_DIR", pathlib.Path(__file__).resolve().parents[2] / "build")
+    plugin = pathlib.Path(build) / "lib" / "libfairway-transport-nccl.so"
     if not plugin.exists():
         pytest.skip(f"no NCCL plugin at {plugin} (built only with CUDA and NCCL)")
     ctypes.CDLL(str(plugin))

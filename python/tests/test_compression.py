@@ -1,4 +1,5 @@
-"""Compressed collectives through the fairway package, on CPU processes."""
+"""Compressed collectives through the fairway package, on CPU processes
+(FAIRWAY_TEST_DEVICE=cuda: on the GPU the ranks share)."""
 from harness import run_ranks
 import rank_compression
 

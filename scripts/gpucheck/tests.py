@@ -68,18 +68,22 @@ def run_step(ctx):
     # Gpu.*: the real CUDA runtime always (each test skips, saying why, without a GPU).
     ctest(ctx, "gpu_tests", "Gpu.* tests (one-rank NCCL, ranks sharing the GPU over UCX, two-phase, kernels)",
           r"^Gpu\.", {"FAIRWAY_TIMEOUT_MS": "120000"}, timeout=900, jobs=1)
-    if ctx.emulated:
-        regex = r"^(EmulatedDevice|Paths/Device(StreamOrder|SendRecv|Compression))" if ctx.quick else \
-            r"^(EmulatedDevice|Paths/Device|AllCollectives/DeviceSweep)"
-        ctest(ctx, "device_path_tests", "device-path tests (host-emulated runtime)", regex, env, timeout=1500, jobs=2)
-    else:
-        record(ctx, STEP, "device_path_tests", "device-path tests on the CUDA runtime", "skip",
-               "fairway_device_path_tests reach device memory through the host-emulated runtime's hooks "
-               "(they read and write it directly) and run only under it; the Gpu.* tests and the -m cuda "
-               "sweeps cover the same paths on the CUDA runtime")
+    # The device-path tests on this machine's runtime: the CUDA plugin on a
+    # GPU (NCCL cases of several ranks per GPU skip, saying why), the
+    # host-emulated runtime otherwise.
+    regex = r"^(DeviceMemory|Paths/Device(StreamOrder|SendRecv|Compression))" if ctx.quick else \
+        r"^(DeviceMemory|Paths/Device|AllCollectives/DeviceSweep)"
+    device_env = dict(env, FAIRWAY_DEVICE_RUNTIME="host-emulated" if ctx.emulated else "cuda")
+    ctest(ctx, "device_path_tests", f"device-path tests ({'host-emulated' if ctx.emulated else 'CUDA'} runtime)",
+          regex, device_env, timeout=1500, jobs=2 if ctx.emulated else 4)
     tests = REPO / "python" / "tests"
-    if ctx.quick:
-        pytest(ctx, "python_tests", "python/tests (CPU tensors; a quick subset)",
-               [str(tests), "-k", "async_work or bad_input"], env, timeout=600)
+    env["FAIRWAY_BUILD_DIR"] = str(ctx.build)
+    subset = ["-k", "async_work or bad_input or every_operation"] if ctx.quick else []
+    pytest(ctx, "python_tests", "python/tests, CPU tensors" + (" (a subset)" if subset else ""),
+           [str(tests)] + subset, env, timeout=1200)
+    if ctx.emulated:
+        record(ctx, STEP, "python_tests_cuda", "python/tests, CUDA tensors (1 rank, and 2-4 ranks sharing the GPU)",
+               "skip", "torch has no CUDA tensors without a GPU")
     else:
-        pytest(ctx, "python_tests", "python/tests (CPU tensors)", [str(tests)], env, timeout=1200)
+        pytest(ctx, "python_tests_cuda", "python/tests, CUDA tensors (1 rank, and 2-4 ranks sharing the GPU)",
+               [str(tests)], dict(env, FAIRWAY_TEST_DEVICE="cuda", FAIRWAY_DEVICE_RUNTIME="cuda"), timeout=1500)

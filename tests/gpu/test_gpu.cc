@@ -1,6 +1,6 @@
 // Device buffers end to end: a one-rank NCCL communicator, several ranks
-// sharing one GPU over the UCX staging path (NCCL refuses two ranks on one
-// GPU, so the plan must fall back), and ranks posing as separate nodes,
+// sharing one GPU over UCX, staged and on device memory (NCCL refuses two
+// ranks on one GPU, so the plan must fall back), and ranks posing as separate nodes,
 // where allreduce, reduce-scatter and allgather run two-phase (NCCL inside
 // each node, staged UCX between). Each test skips, saying why, where no
 // CUDA device is usable.
@@ -154,10 +154,13 @@ TEST(Gpu, OneRankNcclCommunicator) {
   EXPECT_EQ(outcomes[0].exitCode, 0);
 }
 
-TEST(Gpu, RanksSharingOneGpuUseUcxStaging) {
-  SKIP_WITHOUT_GPU();
-  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+// Through pinned-host staging, and through UCX on the device memory itself
+// (cuda_ipc / cuda_copy: needs a CUDA-aware UCX such as the libucx-cu13
+// wheel's, which scripts/gpu_check.sh builds against).
+void ranksSharingOneGpu(const char* ucxDeviceMemory) {
+  auto outcomes = runRanks(3, [ucxDeviceMemory](const RankContext& ctx) {
     int failures = 0;
+    setenv("FAIRWAY_UCX_DEVICE_MEMORY", ucxDeviceMemory, 1);
     cudaSetDevice(0);
     fwComm_t comm = nullptr;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
@@ -172,6 +175,16 @@ TEST(Gpu, RanksSharingOneGpuUseUcxStaging) {
     return failures;
   });
   for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+TEST(Gpu, RanksSharingOneGpuUseUcxStaging) {
+  SKIP_WITHOUT_GPU();
+  ranksSharingOneGpu("staged");
+}
+
+TEST(Gpu, RanksSharingOneGpuUseUcxOnDeviceMemory) {
+  SKIP_WITHOUT_GPU();
+  ranksSharingOneGpu("direct");
 }
 
 // Each rank its own node: the node communicators are one NCCL rank each

@@ -56,8 +56,10 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
     reportFailure(ctx, k.describe(c.name) + ": fwMemAlloc: " + fwGetLastErrorMessage());
     return 1;
   }
-  std::memset(one.data(), 0xCD, one.size());
-  std::memset(other.data(), 0xCD, other.size());
+  // The test fills and checks the buffers' host mirrors (the buffers
+  // themselves for host memory), copied to and from device memory around the call.
+  std::memset(one.host(), 0xCD, one.size());
+  std::memset(other.host(), 0xCD, other.size());
   if (shared) {
     size_t sendOffset = 0, recvOffset = 0;
     c.inPlaceOffsets(k.count, ctx.rank, k.root, &sendOffset, &recvOffset);
@@ -67,9 +69,16 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
     a.send = sendN ? one.data() : nullptr;
     a.recv = recvN ? other.data() : nullptr;
   }
-  if (sendN) c.fillInput(const_cast<void*>(a.send), a, seed);
+  GuardedBuffer& recvBuffer = shared ? one : other;
+  char* hostSend = sendN ? static_cast<char*>(one.hostOf(a.send)) : nullptr;
+  void* hostRecv = recvN ? recvBuffer.hostOf(a.recv) : nullptr;
+  if (sendN) c.fillInput(hostSend, a, seed);
   std::vector<char> sentCopy;
-  if (!shared && sendN) sentCopy.assign(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + sendN * es);
+  if (!shared && sendN) sentCopy.assign(hostSend, hostSend + sendN * es);
+  if (!one.toDevice() || !other.toDevice()) {
+    reportFailure(ctx, k.describe(c.name) + ": copying the buffers to the device failed");
+    return 1;
+  }
 
   fwResult_t result;
   if (k.nonBlocking) {
@@ -87,10 +96,14 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
     reportFailure(ctx, k.describe(c.name) + ": " + fwGetErrorString(result) + ": " + fwGetLastErrorMessage());
     return 1;
   }
+  if (!one.fromDevice() || !other.fromDevice()) {
+    reportFailure(ctx, k.describe(c.name) + ": copying the buffers from the device failed");
+    return 1;
+  }
   int failures = 0;
   std::vector<char> expected(std::max<size_t>(recvN, 1) * es);
   size_t compare = c.fillExpected(expected.data(), a, seed);
-  size_t wrong = compare ? check::countWrong(a.recv, expected.data(), k.type, compare) : 0;
+  size_t wrong = compare ? check::countWrong(hostRecv, expected.data(), k.type, compare) : 0;
   if (wrong) {
     reportFailure(ctx, k.describe(c.name) + ": " + std::to_string(wrong) + " of " + std::to_string(compare) +
                            " elements wrong");
@@ -100,7 +113,7 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
     reportFailure(ctx, k.describe(c.name) + ": wrote past the end of a buffer");
     ++failures;
   }
-  if (!sentCopy.empty() && std::memcmp(sentCopy.data(), a.send, sentCopy.size()) != 0) {
+  if (!sentCopy.empty() && std::memcmp(sentCopy.data(), hostSend, sentCopy.size()) != 0) {
     reportFailure(ctx, k.describe(c.name) + ": modified the send buffer");
     ++failures;
   }

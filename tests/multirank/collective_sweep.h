@@ -18,8 +18,8 @@ struct SweepOptions {
   // FAIRWAY_NODE_ID of each rank, to pose as several nodes (empty: one node).
   std::vector<std::string> nodeOfRank;
   // Buffers from fwMemAlloc, passed with `stream`; the sweep waits with
-  // `synchronize` before checking. Only under the host-emulated device
-  // runtime, where the test reads device memory directly. Non-blocking
+  // `synchronize` before checking, through host mirrors (GuardedBuffer), so
+  // it runs on a GPU and under the host-emulated runtime alike. Non-blocking
   // calls take host buffers only, so device sweeps make blocking calls.
   bool deviceMemory = false;
   fwStream_t stream = nullptr;

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/multirank/test_device.h"
+
 namespace fairway::testing {
 namespace {
 
@@ -237,31 +239,44 @@ void reportFailure(const RankContext& ctx, const std::string& what) {
   std::fprintf(stderr, "[rank %d/%d] %s\n", ctx.rank, ctx.nranks, what.c_str());
 }
 
-GuardedBuffer::GuardedBuffer(size_t bytes, bool device) : bytes_(bytes), device_(device) {
-  void* memory = nullptr;
-  if (device) {
-    if (fwMemAlloc(&memory, bytes + 2 * kGuard) != fwSuccess) memory = nullptr;
-  } else {
-    memory = std::malloc(bytes + 2 * kGuard);
+GuardedBuffer::GuardedBuffer(size_t bytes, bool device) : storage_(nullptr), mirror_(nullptr), bytes_(bytes),
+                                                           device_(device) {
+  const size_t total = bytes + 2 * kGuard;
+  mirror_ = static_cast<unsigned char*>(std::malloc(total));
+  if (mirror_ == nullptr) return;
+  std::memset(mirror_, 0, total);
+  std::memset(mirror_, 0xA5, kGuard);
+  std::memset(mirror_ + kGuard + bytes, 0xA5, kGuard);
+  if (!device) {
+    storage_ = mirror_;
+    return;
   }
+  void* memory = nullptr;
+  if (fwMemAlloc(&memory, total) != fwSuccess) return;
   storage_ = static_cast<unsigned char*>(memory);
-  if (storage_ == nullptr) return;
-  std::memset(storage_, 0xA5, kGuard);
-  std::memset(storage_ + kGuard + bytes, 0xA5, kGuard);
+  if (!toDevice()) {
+    (void)fwMemFree(storage_);
+    storage_ = nullptr;
+  }
 }
 
 GuardedBuffer::~GuardedBuffer() {
-  if (device_) {
-    (void)fwMemFree(storage_);
-  } else {
-    std::free(storage_);
-  }
+  if (device_ && storage_ != nullptr) (void)fwMemFree(storage_);
+  std::free(mirror_);
+}
+
+bool GuardedBuffer::toDevice() {
+  return !device_ || (storage_ != nullptr && copyToDevice(storage_, mirror_, bytes_ + 2 * kGuard));
+}
+
+bool GuardedBuffer::fromDevice() {
+  return !device_ || (storage_ != nullptr && copyFromDevice(mirror_, storage_, bytes_ + 2 * kGuard));
 }
 
 bool GuardedBuffer::guardsIntact() const {
   if (storage_ == nullptr) return false;
   for (size_t i = 0; i < kGuard; ++i) {
-    if (storage_[i] != 0xA5 || storage_[kGuard + bytes_ + i] != 0xA5) return false;
+    if (mirror_[i] != 0xA5 || mirror_[kGuard + bytes_ + i] != 0xA5) return false;
   }
   return true;
 }

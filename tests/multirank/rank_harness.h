@@ -60,10 +60,12 @@ void reportFailure(const RankContext& ctx, const std::string& what);
   } while (0)
 
 // Buffers with guard bytes on both sides, to catch writes past the end.
-// With device = true the storage comes from fwMemAlloc: only under the
-// host-emulated device runtime (FAIRWAY_DEVICE_RUNTIME=host-emulated),
-// whose device memory the test can read and write directly. data() is
-// NULL if the allocation failed.
+// data() is what calls take; host() is where the test fills and checks
+// it. For host memory they are the same. With device = true the storage
+// comes from fwMemAlloc (the communicators' device runtime: a GPU, or the
+// host-emulated runtime of CI) and host() is a mirror of all of it, guards
+// included: toDevice() before the call, fromDevice() after it.
+// data() is NULL if the allocation failed.
 class GuardedBuffer {
  public:
   explicit GuardedBuffer(size_t bytes, bool device = false);
@@ -71,12 +73,18 @@ class GuardedBuffer {
   GuardedBuffer(const GuardedBuffer&) = delete;
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
   void* data() { return storage_ ? storage_ + kGuard : nullptr; }
+  unsigned char* host() { return mirror_ ? mirror_ + kGuard : nullptr; }
+  // The host() address of a pointer into data().
+  void* hostOf(const void* inData) { return host() + (static_cast<const unsigned char*>(inData) - storage_ - kGuard); }
   size_t size() const { return bytes_; }
-  bool guardsIntact() const;
+  bool toDevice();    // the mirror, guards included, into the device buffer (nothing for host memory)
+  bool fromDevice();  // the device buffer into the mirror
+  bool guardsIntact() const;  // in the mirror: call fromDevice() first for device memory
 
  private:
   static constexpr size_t kGuard = 64;
   unsigned char* storage_;
+  unsigned char* mirror_;
   size_t bytes_;
   bool device_;
 };

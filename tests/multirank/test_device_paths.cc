@@ -1,85 +1,58 @@
-// Device buffers without a GPU: under the host-emulated device runtime
-// (FAIRWAY_DEVICE_RUNTIME=host-emulated) "device" memory is host memory the
+// Device buffers on the device paths, on whichever device runtime the
+// process has: under the host-emulated runtime (FAIRWAY_DEVICE_RUNTIME=
+// host-emulated, what ctest sets) "device" memory is host memory the
 // runtime recognises and streams are threads running their work later, in
-// order. The core cannot tell: it plans and runs its device paths as on a
-// GPU machine, and these tests check every collective there against the
-// reference, on one node and on emulated nodes, through both UCX paths:
-// staged through pinned host memory, and direct (UCX on the device
-// buffers, copies and reductions by the device runtime), which any UCX can
-// take here since this device memory is host memory. The Gpu.* tests run
-// the same paths on a real GPU.
-#include <dlfcn.h>
+// order, so every device path runs in CI without a GPU; with
+// FAIRWAY_DEVICE_RUNTIME=cuda (scripts/gpu_check.sh on a GPU machine) the
+// same tests run on the GPU. The core cannot tell: it plans and runs its
+// device paths as on any GPU machine, and these tests check every
+// collective there against the reference, on one node and on emulated
+// nodes, through both UCX paths: staged through pinned host memory, and
+// direct (UCX on the device buffers, copies and reductions by the device
+// runtime; on a GPU this needs a CUDA-aware UCX). Tests fill and check
+// host mirrors and copy through the runtime (test_device.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 #include <unistd.h>
 #include <string>
 #include <vector>
 
 #include "tests/multirank/collective_sweep.h"
-#include "transports/emulated/emulated_device.h"
+#include "tests/multirank/test_device.h"
 
 namespace fairway::testing {
 namespace {
 
-// The runtime's test hooks, from the same library the core loaded.
-const EmulatedDeviceHooks* emulatedDevice() {
-  static const EmulatedDeviceHooks* hooks = [] {
-    void* handle = dlopen(FAIRWAY_EMULATED_DEVICE_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) return static_cast<const EmulatedDeviceHooks*>(nullptr);
-    auto entry = reinterpret_cast<FairwayEmulatedDeviceEntry>(dlsym(handle, FAIRWAY_EMULATED_DEVICE_SYMBOL));
-    return entry ? entry() : nullptr;
-  }();
-  return hooks;
-}
-
-int synchronizeStream(fwStream_t stream) { return emulatedDevice()->synchronize(stream, 60000); }
-
 // fwMemAlloc hands out the runtime's device memory: the core classifies
 // it as device memory, and fwMemFree refuses anything else.
-TEST(EmulatedDevice, MemAllocGivesDeviceMemory) {
-  void* memory = nullptr;
-  ASSERT_EQ(fwMemAlloc(&memory, 4096), fwSuccess) << fwGetLastErrorMessage();
-  ASSERT_NE(memory, nullptr);
-  ASSERT_NE(emulatedDevice(), nullptr) << dlerror();
-  int onTheStack = 0;
-  EXPECT_EQ(fwMemFree(&onTheStack), fwInvalidArgument);
-  EXPECT_NE(std::string(fwGetLastErrorMessage()).find("not device memory"), std::string::npos)
-      << fwGetLastErrorMessage();
-  EXPECT_EQ(fwMemFree(memory), fwSuccess);
-  EXPECT_EQ(fwMemFree(memory), fwInvalidArgument);  // freed: no longer device memory
+TEST(DeviceMemory, MemAllocGivesDeviceMemory) {
+  auto outcomes = runRanks(1, [](const RankContext& ctx) {
+    int failures = 0;
+    void* memory = nullptr;
+    RANK_CHECK(ctx, fwMemAlloc(&memory, 4096) == fwSuccess && memory != nullptr, "fwMemAlloc");
+    RANK_CHECK(ctx, testDevice() != nullptr, "no device runtime: " + whyNoTestDevice());
+    if (failures) return failures;
+    int owner = -1;
+    RANK_CHECK(ctx, testDevice()->memoryTypeOf(memory, &owner) == MemoryType::Cuda, "not classified as device memory");
+    int onTheStack = 0;
+    RANK_CHECK(ctx, fwMemFree(&onTheStack) == fwInvalidArgument, "fwMemFree of a stack address");
+    RANK_CHECK(ctx, std::string(fwGetLastErrorMessage()).find("not device memory") != std::string::npos,
+               "the refusal says why");
+    RANK_CHECK(ctx, fwMemFree(memory) == fwSuccess, "fwMemFree");
+    RANK_CHECK(ctx, fwMemFree(memory) == fwInvalidArgument, "a second fwMemFree");  // no longer device memory
+    return failures;
+  });
+  EXPECT_EQ(outcomes[0].exitCode, 0);
 }
-
-// A point on a stream that work behind it cannot pass until the test opens it.
-class StreamGate {
- public:
-  explicit StreamGate(fwStream_t stream) { emulatedDevice()->enqueue(stream, &StreamGate::hold, this); }
-  void open() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  static void hold(void* self) {
-    auto* gate = static_cast<StreamGate*>(self);
-    std::unique_lock<std::mutex> lock(gate->mutex_);
-    gate->cv_.wait_for(lock, std::chrono::seconds(60), [&] { return gate->open_; });
-  }
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 // The device paths: UCX at every level, staged through pinned host memory
 // or on the device buffers directly; or the runtime's stand-in for NCCL
@@ -109,7 +82,7 @@ void expectEveryRankPassed(const std::vector<RankOutcome>& outcomes) {
 
 // The end of a rank's test body: its stream and communicator go.
 int closeRank(const RankContext& ctx, fwComm_t comm, fwStream_t stream, int failures) {
-  emulatedDevice()->destroyStream(stream);
+  destroyTestStream(stream);
   RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "fwCommDestroy");
   return failures;
 }
@@ -128,8 +101,8 @@ int exchange(const RankContext& ctx, fwComm_t comm, fwStream_t stream, const voi
 }
 
 int initComm(const RankContext& ctx, fwComm_t* comm) {
-  if (emulatedDevice() == nullptr) {
-    reportFailure(ctx, std::string("no host-emulated device runtime: ") + dlerror());
+  if (testDevice() == nullptr) {
+    reportFailure(ctx, "no device runtime: " + whyNoTestDevice());
     return 1;
   }
   if (fwCommInitRank(comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) {
@@ -139,6 +112,33 @@ int initComm(const RankContext& ctx, fwComm_t* comm) {
   return 0;
 }
 
+// Why a path cannot run here with `ranksPerNode` ranks on a node, or "":
+// no device runtime, or NCCL on a GPU with fewer GPUs than ranks (NCCL
+// refuses two ranks on one GPU, and the plan would quietly take UCX).
+std::string whyPathCannotRun(int path, int ranksPerNode) {
+  const DeviceProbe& probe = probeDevice();
+  if (!probe.usable) return "no device runtime: " + probe.why;
+  if ((path == kNcclStaged || path == kNcclDirect) && probe.memoryIsCuda && ranksPerNode > probe.devices) {
+    return "NCCL needs a GPU per rank: " + std::to_string(ranksPerNode) + " ranks on a node, " +
+           std::to_string(probe.devices) + " GPU(s)";
+  }
+  return "";
+}
+
+#define SKIP_UNLESS_PATH_RUNS(path, ranksPerNode)                                  \
+  do {                                                                             \
+    const std::string why_ = whyPathCannotRun(path, ranksPerNode);                 \
+    if (!why_.empty()) GTEST_SKIP() << why_;                                       \
+  } while (0)
+
+// Host values into a device buffer (a GuardedBuffer's mirror, then copied).
+template <typename T, typename Fill>
+bool fillOnDevice(GuardedBuffer& buffer, size_t count, Fill value) {
+  T* host = reinterpret_cast<T*>(buffer.host());
+  for (size_t i = 0; i < count; ++i) host[i] = value(i);
+  return buffer.toDevice();
+}
+
 // NCCL's stream semantics on the paths the worker drives: the call returns
 // while the stream is held before it, nothing is written yet, and work
 // enqueued on the stream after the call sees the result once the stream runs.
@@ -146,6 +146,7 @@ class DeviceStreamOrder : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
   const int path = GetParam();
+  SKIP_UNLESS_PATH_RUNS(path, 2);
   auto outcomes = runRanks(2, [path](const RankContext& ctx) {
     usePath(path);
     fwComm_t comm;
@@ -154,37 +155,42 @@ TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
     constexpr size_t kCount = 100000;  // several staging slices
     setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
     GuardedBuffer send(kCount * sizeof(float), true), recv(kCount * sizeof(float), true);
-    auto* in = static_cast<float*>(send.data());
-    auto* out = static_cast<float*>(recv.data());
-    for (size_t i = 0; i < kCount; ++i) {
-      in[i] = static_cast<float>(ctx.rank + 1);
-      out[i] = -1.0f;
-    }
-    fwStream_t stream = emulatedDevice()->createStream();
+    RANK_CHECK(ctx, fillOnDevice<float>(send, kCount, [&](size_t) { return static_cast<float>(ctx.rank + 1); }) &&
+                        fillOnDevice<float>(recv, kCount, [](size_t) { return -1.0f; }),
+               "filling the device buffers");
+    fwStream_t stream = createTestStream();
     StreamGate gate(stream);
     const auto start = std::chrono::steady_clock::now();
-    RANK_CHECK(ctx, fwAllReduce(in, out, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "fwAllReduce");
+    RANK_CHECK(ctx, fwAllReduce(send.data(), recv.data(), kCount, fwFloat32, fwSum, comm, stream) == fwSuccess,
+               "fwAllReduce");
     const double callMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     RANK_CHECK(ctx, callMs < 1000, "the call waited for its stream: " + std::to_string(callMs) + " ms");
-    RANK_CHECK(ctx, out[0] == -1.0f && out[kCount - 1] == -1.0f, "the result was written before the stream ran");
-    // Work behind the call copies what it sees.
-    struct Seen {
-      const float* out;
-      float first = 0, last = 0;
-    } seen{out};
-    emulatedDevice()->enqueue(stream, [](void* p) {
-      auto* s = static_cast<Seen*>(p);
-      s->first = s->out[0];
-      s->last = s->out[kCount - 1];
-    }, &seen);
+    // Read through the copy stream, which the gate does not hold.
+    const auto* out = reinterpret_cast<const float*>(recv.host());
+    RANK_CHECK(ctx, recv.fromDevice() && out[0] == -1.0f && out[kCount - 1] == -1.0f,
+               "the result was written before the stream ran");
+    // Work behind the call copies what it sees into pinned memory (a
+    // copy into pageable memory would block this thread on the held stream).
+    DeviceRuntime* device = testDevice();
+    void* seen = nullptr;
+    RANK_CHECK(ctx, device->allocatePinned(2 * sizeof(float), &seen).isOk(), "pinned memory");
+    if (seen == nullptr) return closeRank(ctx, comm, stream, failures);
+    auto* seenFloats = static_cast<float*>(seen);
+    seenFloats[0] = seenFloats[1] = 0;
+    const auto* result = static_cast<const float*>(recv.data());
+    RANK_CHECK(ctx, device->copyAsync(seenFloats, result, sizeof(float), stream).isOk() &&
+                        device->copyAsync(seenFloats + 1, result + kCount - 1, sizeof(float), stream).isOk(),
+               "copies behind the call");
     gate.open();
-    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
-    RANK_CHECK(ctx, seen.first == 3.0f && seen.last == 3.0f,
-               "work after the call saw " + std::to_string(seen.first) + ", " + std::to_string(seen.last) + ", not 3");
+    RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the stream did not finish");
+    RANK_CHECK(ctx, seenFloats[0] == 3.0f && seenFloats[1] == 3.0f,
+               "work after the call saw " + std::to_string(seenFloats[0]) + ", " + std::to_string(seenFloats[1]) +
+                   ", not 3");
+    device->freePinned(seen);
     // A barrier with a stream takes the device path too: it runs once
     // every rank's stream reaches it.
     RANK_CHECK(ctx, fwBarrier(comm, stream) == fwSuccess, "fwBarrier on a stream");
-    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the barrier did not finish");
+    RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the barrier did not finish");
     return closeRank(ctx, comm, stream, failures);
   });
   expectEveryRankPassed(outcomes);
@@ -197,6 +203,7 @@ class DeviceSendRecv : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceSendRecv, MessagesArriveWhole) {
   const int path = GetParam();
+  SKIP_UNLESS_PATH_RUNS(path, 2);
   auto outcomes = runRanks(2, [path](const RankContext& ctx) {
     usePath(path);
     setenv("FAIRWAY_STAGING_SLICE_BYTES", "65536", 1);
@@ -204,18 +211,18 @@ TEST_P(DeviceSendRecv, MessagesArriveWhole) {
     if (initComm(ctx, &comm)) return 1;
     int failures = 0;
     const int peer = 1 - ctx.rank;
-    fwStream_t stream = emulatedDevice()->createStream();
+    fwStream_t stream = createTestStream();
     for (size_t count : {size_t{100003}, size_t{1}, size_t{0}}) {
       GuardedBuffer out(std::max<size_t>(count, 1) * sizeof(int32_t), true);
       GuardedBuffer in(std::max<size_t>(count, 1) * sizeof(int32_t), true);
-      auto* o = static_cast<int32_t*>(out.data());
-      auto* i = static_cast<int32_t*>(in.data());
-      for (size_t k = 0; k < count; ++k) {
-        o[k] = static_cast<int32_t>(ctx.rank * 1000003 + k);
-        i[k] = -1;
-      }
-      failures += exchange(ctx, comm, stream, o, i, count, fwInt32, peer, ctx.rank == 0);
-      RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
+      RANK_CHECK(ctx, fillOnDevice<int32_t>(out, count, [&](size_t k) {
+                   return static_cast<int32_t>(ctx.rank * 1000003 + k);
+                 }) && fillOnDevice<int32_t>(in, count, [](size_t) { return -1; }),
+                 "filling the device buffers");
+      failures += exchange(ctx, comm, stream, out.data(), in.data(), count, fwInt32, peer, ctx.rank == 0);
+      RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the stream did not finish");
+      RANK_CHECK(ctx, in.fromDevice(), "copying the message back");
+      const auto* i = reinterpret_cast<const int32_t*>(in.host());
       for (size_t k = 0; k < count; ++k) {
         if (i[k] != static_cast<int32_t>(peer * 1000003 + k)) {
           reportFailure(ctx, "count " + std::to_string(count) + ": element " + std::to_string(k) + " is " +
@@ -240,6 +247,7 @@ class DeviceTransports : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
   const int path = GetParam();
+  SKIP_UNLESS_PATH_RUNS(path, 2);
   char dir[] = "/tmp/fairway-transports-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string logs = dir;
@@ -256,9 +264,9 @@ TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
     int failures = 0;
     constexpr size_t kCount = 3000;
     GuardedBuffer send(4 * kCount * sizeof(float), true), recv(4 * kCount * sizeof(float), true);
-    auto* in = static_cast<float*>(send.data());
-    for (size_t i = 0; i < 4 * kCount; ++i) in[i] = 1.0f;
-    fwStream_t stream = emulatedDevice()->createStream();
+    RANK_CHECK(ctx, fillOnDevice<float>(send, 4 * kCount, [](size_t) { return 1.0f; }), "filling the input");
+    fwStream_t stream = createTestStream();
+    const void* in = send.data();
     void* r = recv.data();
     RANK_CHECK(ctx, fwAllReduce(in, r, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "allreduce");
     RANK_CHECK(ctx, fwReduceScatter(in, r, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "reducescatter");
@@ -268,7 +276,7 @@ TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
     RANK_CHECK(ctx, fwAllReduce(in, r, kCount, fwInt32, fwBxor, comm, stream) == fwSuccess, "bitwise allreduce");
     const int peer = ctx.rank ^ 2;  // on the other node
     failures += exchange(ctx, comm, stream, in, r, kCount, fwFloat32, peer, ctx.rank < 2);
-    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the stream did not finish");
+    RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the stream did not finish");
     failures = closeRank(ctx, comm, stream, failures);
     std::FILE* f = std::fopen(log.c_str(), "r");
     int created = 0;
@@ -300,6 +308,7 @@ class DeviceAsyncError : public ::testing::TestWithParam<int> {};
 TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
   constexpr int64_t kTimeoutMs = 5000;
   const int path = GetParam();
+  SKIP_UNLESS_PATH_RUNS(path, 3);
   auto outcomes = runRanks(3, [path](const RankContext& ctx) {
     setenv("FAIRWAY_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
     usePath(path);
@@ -308,13 +317,13 @@ TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
     int failures = 0;
     constexpr size_t kCount = 1 << 16;
     GuardedBuffer buffer(kCount * sizeof(float), true);
-    auto* data = static_cast<float*>(buffer.data());
-    for (size_t i = 0; i < kCount; ++i) data[i] = 1.0f;
+    RANK_CHECK(ctx, fillOnDevice<float>(buffer, kCount, [](size_t) { return 1.0f; }), "filling the buffer");
+    void* data = buffer.data();
     // Every connection is up, NCCL's included (made at the first device
     // call), before rank 2 dies.
-    fwStream_t stream = emulatedDevice()->createStream();
+    fwStream_t stream = createTestStream();
     RANK_CHECK(ctx, fwAllReduce(data, data, kCount, fwFloat32, fwSum, comm, stream) == fwSuccess, "warm-up");
-    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 60000) == 0, "the warm-up did not finish");
+    RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the warm-up did not finish");
     RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "fwBarrier");
     if (ctx.rank == 2) raise(SIGKILL);
     const auto start = std::chrono::steady_clock::now();
@@ -336,8 +345,8 @@ TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
       ++failures;
     }
     // The worker released the stream: it drains.
-    RANK_CHECK(ctx, emulatedDevice()->synchronize(stream, 10000) == 0, "the stream stayed blocked");
-    emulatedDevice()->destroyStream(stream);
+    RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the stream stayed blocked");
+    destroyTestStream(stream);
     fwCommAbort(comm);
     return failures;
   });
@@ -361,6 +370,9 @@ const Layout kFourByTwo{"4x2", {"a", "a", "b", "b", "c", "c", "d", "d"}};
 const Layout kThreePlusTwo{"3p2", {"a", "b", "a", "b", "a"}};
 // Uniform, a node's ranks not consecutive (two-phase packs its blocks).
 const Layout kThreeByTwoPermuted{"3x2p", {"c", "a", "b", "b", "a", "c"}};
+// A rank per node: what NCCL runs on one GPU (a communicator of one rank).
+const Layout kOneByOne{"1x1", {"a"}};
+const Layout kThreeByOne{"3x1", {"a", "b", "c"}};
 
 struct DeviceCase {
   CollectiveCase collective;
@@ -374,7 +386,8 @@ struct DeviceCase {
 // and two-phase forced on uniform layouts (with small slices, so its
 // pipeline runs several). NCCL inside nodes: what it runs flat on one
 // node, and two-phase across uniform nodes with the rail staged
-// (consecutive and permuted nodes, 4x2) or direct.
+// (consecutive and permuted nodes, 4x2) or direct; the layouts of one rank
+// per node are those NCCL can run on a single GPU (the others skip there).
 std::vector<DeviceCase> deviceCases() {
   std::vector<DeviceCase> out;
   for (const CollectiveCase& c : collectiveCases()) {
@@ -408,66 +421,77 @@ std::vector<DeviceCase> deviceCases() {
     if (c.algorithm != nullptr) continue;
     const std::string name = c.name;
     const bool twoPhase = name == "allreduce" || name == "reducescatter" || name == "allgather";
-    if (twoPhase || name == "broadcast" || name == "reduce") out.push_back({c, &kOneByFour, kNcclStaged});
+    if (twoPhase || name == "broadcast" || name == "reduce") {
+      for (const Layout* layout : {&kOneByFour, &kOneByOne}) out.push_back({c, layout, kNcclStaged});
+    }
     if (!twoPhase) continue;
-    for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted, &kFourByTwo}) {
+    for (const Layout* layout : {&kTwoByTwo, &kThreeByTwoPermuted, &kFourByTwo, &kThreeByOne}) {
       out.push_back({c, layout, kNcclStaged});
     }
-    out.push_back({c, &kTwoByTwo, kNcclDirect});
+    for (const Layout* layout : {&kTwoByTwo, &kThreeByOne}) out.push_back({c, layout, kNcclDirect});
   }
   return out;
 }
 
 // Compressed allreduce and reduce-scatter on device buffers: the same
-// algorithm as on host buffers, its steps on the device runtime (here the
-// host's kernels on a stream, so the flat results are the host run's bits,
-// error-feedback residual included), with the encoded pieces on the device
-// (direct) or copied through pinned memory (staged); and across two nodes
-// with the stand-in for NCCL as the node phase, the rail direct or staged.
+// algorithm as on host buffers, its steps on the device runtime (the CUDA
+// plugin's kernels on a GPU, the host's kernels on a stream under the
+// emulation: the same bits either way, so the flat results are the host
+// run's, error-feedback residual included), with the encoded pieces on the
+// device (direct) or copied through pinned memory (staged); and across
+// nodes with NCCL (or the emulation's stand-in) as the node phase, the rail
+// direct or staged: two nodes of two ranks, or on a GPU, where NCCL needs a
+// GPU per rank, four nodes of one.
 class DeviceCompression : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceCompression, MatchesTheHostRun) {
   const int path = GetParam();
-  auto outcomes = runRanks(4, [path](const RankContext& ctx) {
+  const bool acrossNodes = path == kNcclDirect || path == kNcclStaged;
+  const bool nodePerRank = acrossNodes && probeDevice().memoryIsCuda;
+  SKIP_UNLESS_PATH_RUNS(path, nodePerRank ? 1 : 2);
+  auto outcomes = runRanks(4, [path, acrossNodes, nodePerRank](const RankContext& ctx) {
     int failures = 0;
     usePath(path);
-    const bool twoNodes = path == kNcclDirect || path == kNcclStaged;
-    if (twoNodes) setenv("FAIRWAY_NODE_ID", ctx.rank < 2 ? "a" : "b", 1);
-    setenv("FAIRWAY_ALGO", twoNodes ? "allreduce:compressed_twophase;reducescatter:compressed_twophase"
-                                    : "allreduce:compressed_flat;reducescatter:compressed_flat", 1);
+    if (acrossNodes) {
+      setenv("FAIRWAY_NODE_ID", (nodePerRank ? "node-" + std::to_string(ctx.rank) : ctx.rank < 2 ? "a" : "b").c_str(),
+             1);
+    }
+    setenv("FAIRWAY_ALGO", acrossNodes ? "allreduce:compressed_twophase;reducescatter:compressed_twophase"
+                                       : "allreduce:compressed_flat;reducescatter:compressed_flat", 1);
     fwComm_t comm = nullptr;
     if (initComm(ctx, &comm) != 0) return 1;
-    fwStream_t stream = emulatedDevice()->createStream();
+    fwStream_t stream = createTestStream();
     const size_t count = 50000;  // allreduce count; reduce-scatter input per rank
     std::vector<float> input(count), hostOut(count), hostResidual(count, 0.f);
     for (size_t i = 0; i < count; ++i) input[i] = std::sin(0.001f * static_cast<float>(i * (ctx.rank + 3)));
-    void *in = nullptr, *out = nullptr, *residual = nullptr;
-    RANK_CHECK(ctx, fwMemAlloc(&in, count * 4) == fwSuccess && fwMemAlloc(&out, count * 4) == fwSuccess &&
-                        fwMemAlloc(&residual, count * 4) == fwSuccess, "fwMemAlloc");
+    GuardedBuffer in(count * 4, true), out(count * 4, true), residual(count * 4, true);
+    RANK_CHECK(ctx, in.data() && out.data() && residual.data(), "fwMemAlloc");
     if (failures) return closeRank(ctx, comm, stream, failures);
     for (bool allreduce : {true, false}) {
       const size_t outCount = allreduce ? count : count / 4;
-      std::memcpy(in, input.data(), count * 4);
-      std::memset(residual, 0, count * 4);
+      std::memcpy(in.host(), input.data(), count * 4);
+      std::memset(residual.host(), 0, count * 4);
+      RANK_CHECK(ctx, in.toDevice() && residual.toDevice(), "copying the input to the device");
       std::fill(hostResidual.begin(), hostResidual.end(), 0.f);
       fwCompression_t onDevice = FW_COMPRESSION_INITIALIZER, onHost = FW_COMPRESSION_INITIALIZER;
       onDevice.kind = onHost.kind = fwCompressInt8;
-      onDevice.residual = static_cast<float*>(residual);
+      onDevice.residual = static_cast<float*>(residual.data());
       onHost.residual = hostResidual.data();
       auto call = [&](const void* send, void* recv, const fwCompression_t* c, fwStream_t s) {
         return allreduce ? fwAllReduceCompressed(send, recv, count, fwFloat32, fwSum, c, comm, s)
                          : fwReduceScatterCompressed(send, recv, count / 4, fwFloat32, fwAvg, c, comm, s);
       };
-      const fwResult_t device = call(in, out, &onDevice, stream);
+      const fwResult_t device = call(in.data(), out.data(), &onDevice, stream);
       RANK_CHECK(ctx, device == fwSuccess, "compressed call on device buffers");
-      RANK_CHECK(ctx, synchronizeStream(stream) == 0, "stream");
+      RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "stream");
+      RANK_CHECK(ctx, out.fromDevice() && residual.fromDevice(), "copying the result from the device");
       RANK_CHECK(ctx, call(input.data(), hostOut.data(), &onHost, nullptr) == fwSuccess, "the same on host buffers");
-      const bool sameBits = std::memcmp(out, hostOut.data(), outCount * 4) == 0 &&
-                            std::memcmp(residual, hostResidual.data(), count * 4) == 0;
-      if (!twoNodes) RANK_CHECK(ctx, sameBits, "device and host results or residuals differ");
+      const bool sameBits = std::memcmp(out.host(), hostOut.data(), outCount * 4) == 0 &&
+                            std::memcmp(residual.host(), hostResidual.data(), count * 4) == 0;
+      if (!acrossNodes) RANK_CHECK(ctx, sameBits, "device and host results or residuals differ");
       // Against the exact result (two-phase's node phase may sum in another order).
       double err = 0, norm = 0;
-      const float* got = static_cast<const float*>(out);
+      const auto* got = reinterpret_cast<const float*>(out.host());
       for (size_t i = 0; i < outCount; ++i) {
         double exact = 0;
         const size_t at = allreduce ? i : ctx.rank * outCount + i;
@@ -478,9 +502,6 @@ TEST_P(DeviceCompression, MatchesTheHostRun) {
       }
       RANK_CHECK(ctx, std::sqrt(err / norm) < 0.015, "error " + std::to_string(std::sqrt(err / norm)));
     }
-    fwMemFree(in);
-    fwMemFree(out);
-    fwMemFree(residual);
     return closeRank(ctx, comm, stream, failures);
   });
   expectEveryRankPassed(outcomes);
@@ -491,10 +512,19 @@ INSTANTIATE_TEST_SUITE_P(Paths, DeviceCompression, ::testing::Values(kDirect, kS
 
 class DeviceSweep : public ::testing::TestWithParam<int> {};
 
+int ranksPerNode(const Layout& layout) {
+  int most = 0;
+  for (const std::string& node : layout.nodeOfRank) {
+    most = std::max(most, static_cast<int>(std::count(layout.nodeOfRank.begin(), layout.nodeOfRank.end(), node)));
+  }
+  return most;
+}
+
 TEST_P(DeviceSweep, MatchesReference) {
   const DeviceCase d = deviceCases()[GetParam()];
   const CollectiveCase& c = d.collective;
   const int path = d.path;
+  SKIP_UNLESS_PATH_RUNS(path, ranksPerNode(*d.layout));
   const bool twoPhase = c.algorithm != nullptr && std::string(c.algorithm).find("twophase") != std::string::npos;
   const int nranks = static_cast<int>(d.layout->nodeOfRank.size());
   auto outcomes = runRanks(nranks, [&](const RankContext& ctx) {
@@ -505,17 +535,17 @@ TEST_P(DeviceSweep, MatchesReference) {
       setenv("FAIRWAY_SLICE_BYTES", "262144", 1);
       setenv("FAIRWAY_MIN_SHARD_BYTES", "4096", 1);
     }
-    if (emulatedDevice() == nullptr) {
-      reportFailure(ctx, std::string("no host-emulated device runtime: ") + dlerror());
+    if (testDevice() == nullptr) {
+      reportFailure(ctx, "no device runtime: " + whyNoTestDevice());
       return 1;
     }
     SweepOptions options;
     options.nodeOfRank = d.layout->nodeOfRank;
     options.deviceMemory = true;
-    options.stream = emulatedDevice()->createStream();
-    options.synchronize = synchronizeStream;
+    options.stream = createTestStream();
+    options.synchronize = synchronizeTestStream;
     int failures = sweepCollective(ctx, c, options);
-    emulatedDevice()->destroyStream(options.stream);
+    destroyTestStream(options.stream);
     return failures;
   });
   for (int r = 0; r < nranks; ++r) {

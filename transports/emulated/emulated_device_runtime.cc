@@ -6,11 +6,9 @@
 // machine without a GPU. Loaded only when FAIRWAY_DEVICE_RUNTIME=
 // host-emulated asks for it; the CUDA plugin is the runtime users get.
 //
-// Tests reach the streams through fairwayEmulatedDevice() (emulated_device.h):
-// they enqueue their own work, and hold a stream to see that a call returned
-// before its work ran.
-#include "transports/emulated/emulated_device.h"
-
+// Tests reach it as the core does, through the DeviceRuntime interface
+// (tests/multirank/test_device.h): they hold a stream back with a flag to
+// see that a call returned before its work ran.
 #include <unistd.h>
 
 #include <chrono>
@@ -349,25 +347,6 @@ Status createEmulatedRuntime(std::unique_ptr<DeviceRuntime>* out) {
 
 const DeviceRuntimePlugin kEmulatedRuntimePlugin{kDeviceRuntimeAbiVersion, createEmulatedRuntime};
 
-// Test hooks.
-void* hookCreateStream() { return Streams::instance().create(); }
-void hookDestroyStream(void* stream) {
-  if (stream != nullptr) Streams::instance().destroy(static_cast<Streams::Stream*>(stream));
-}
-void hookEnqueue(void* stream, void (*work)(void*), void* argument) {
-  Streams& s = Streams::instance();
-  s.enqueue(s.resolve(stream), [work, argument] { work(argument); });
-}
-int hookSynchronize(void* stream, int64_t timeoutMs) { return synchronizeStream(stream, timeoutMs).isOk() ? 0 : -1; }
-void* hookAllocate(size_t bytes) {
-  void* memory = nullptr;
-  return deviceArena().allocate(bytes, &memory).isOk() ? memory : nullptr;
-}
-void hookFree(void* pointer) { deviceArena().free(pointer); }
-
-const EmulatedDeviceHooks kHooks{hookCreateStream, hookDestroyStream, hookEnqueue, hookSynchronize, hookAllocate,
-                                 hookFree};
-
 }  // namespace
 }  // namespace fairway
 
@@ -375,6 +354,3 @@ extern "C" __attribute__((visibility("default"))) const fairway::DeviceRuntimePl
   return &fairway::kEmulatedRuntimePlugin;
 }
 
-extern "C" __attribute__((visibility("default"))) const fairway::EmulatedDeviceHooks* fairwayEmulatedDevice() {
-  return &fairway::kHooks;
-}
