@@ -18,7 +18,11 @@ int localRank() {
   return 0;
 }
 
-DeviceRuntime* device() { return fairwayProcessDeviceRuntime(nullptr); }
+// Looked up once (by selectDevice, before any device buffer exists): the
+// lookup reads the configuration, which a wait inside a timed loop must not.
+DeviceRuntime* runtime = nullptr;
+
+DeviceRuntime* device() { return runtime; }
 
 // Host buffers are written once, so first-touch page faults stay out of
 // the timings.
@@ -37,7 +41,7 @@ bool copyOnDevice(void* dst, const void* src, size_t bytes) {
 
 bool selectDevice(std::string* why) {
   const char* reason = nullptr;
-  DeviceRuntime* d = fairwayProcessDeviceRuntime(&reason);
+  DeviceRuntime* d = runtime = fairwayProcessDeviceRuntime(&reason);
   if (d == nullptr) {
     *why = reason;
     return false;

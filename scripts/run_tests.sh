@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Quick start: set up, build, and run the whole test suite: ctest on the
-# release build, pytest on the PyTorch backend (python/tests), then the
-# AddressSanitizer + UndefinedBehaviorSanitizer run
-# of the unit, error, API and collective tests, then each fuzz target for a
-# bounded time (scripts/sanitize.sh). Any failure or sanitizer report fails
-# the run. FAIRWAY_QUICK=1 runs only the first part.
+# release build, pytest on the PyTorch backend (python/tests), the GPU
+# check's bundle and its emulated form (scripts/gpu_bundle.sh,
+# scripts/gpu_check.sh --emulated --quick: the command a lent GPU machine
+# runs, proven here without one), then the AddressSanitizer +
+# UndefinedBehaviorSanitizer run of the unit, error, API and collective
+# tests, then each fuzz target for a bounded time (scripts/sanitize.sh).
+# Any failure or sanitizer report fails the run. FAIRWAY_QUICK=1 runs only
+# ctest and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,6 +16,12 @@ if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
   .venv/bin/python -m pytest -q -p no:cacheprovider python/tests
 fi
 if [ "${FAIRWAY_QUICK:-0}" != 1 ]; then
+  if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
+    bash scripts/gpu_bundle.sh
+    bash scripts/gpu_check.sh --emulated --quick
+  else
+    echo "run_tests: FAIRWAY_NO_PYTHON=1: the emulated GPU check (which needs torch) is skipped"
+  fi
   bash scripts/sanitize.sh asan
   bash scripts/sanitize.sh fuzz "${FAIRWAY_FUZZ_SECONDS:-15}"
 fi

@@ -89,6 +89,10 @@ def configure_args(ctx, ucx, nccl, facts):
         env["PKG_CONFIG_SYSROOT_DIR"] = str(ctx.bundle / "root")
     if "nccl_library" in nccl and "nccl_include" in nccl:
         args += [f"-DNCCL_LIBRARY={nccl['nccl_library']}", f"-DNCCL_INCLUDE_DIR={nccl['nccl_include']}"]
+    nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
+    if nvcc:  # the toolkit nvcc belongs to, wherever the image put it
+        nvcc = os.path.realpath(nvcc)
+        args += [f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DCUDAToolkit_ROOT={os.path.dirname(os.path.dirname(nvcc))}"]
     if shutil.which("ninja"):
         args += ["-G", "Ninja"]
     return args, env
@@ -96,6 +100,10 @@ def configure_args(ctx, ucx, nccl, facts):
 
 def run_step(ctx):
     facts = gpu_facts(ctx)
+    if not ctx.emulated and "driver" not in facts:
+        record(ctx, STEP, "environment", "machine", "fail",
+               f"no GPU found ({facts['gpu']}); on a machine without one, run scripts/gpu_check.sh --emulated")
+        return False
     found = run(ctx, "build-find-nccl", [ctx.python, "-c", FIND_NCCL], timeout=120)
     try:
         nccl = json.loads(found.output.strip().splitlines()[-1])

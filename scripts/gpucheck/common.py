@@ -16,9 +16,11 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 class Context:
-    def __init__(self, emulated, quick, build_dir, out_dir, bundle_dir, python):
+    def __init__(self, emulated, quick, build_dir, out_dir, bundle_dir, python, ranks=None):
         self.emulated = emulated
         self.quick = quick
+        self.ranks = ranks  # the sweep's rank counts (None: its default)
+        self.on_record = None  # called after each item is kept (the report's refresh)
         self.build = pathlib.Path(build_dir).resolve()
         self.work = self.build / "check"
         self.results = self.work / "results"
@@ -105,12 +107,17 @@ def record(ctx, step, item, title, status, reason="", figures=(), table=None, ta
     (ctx.results / f"{step}.{item}.json").write_text(json.dumps(result, indent=1))
     mark = {"pass": "ok", "fail": "FAILED", "skip": "skipped", "info": "done"}[status]
     print(f"gpu_check: {step}/{item}: {mark}{': ' + reason if reason else ''}", flush=True)
+    if ctx.on_record is not None:
+        ctx.on_record()
     return result
 
 
-def clear_step(ctx, step):
+def clear_step(ctx, step, prefixes=("",)):
+    """Forgets a step's earlier items (those whose names start with one of
+    `prefixes`), so a rerun leaves none of them stale."""
     for old in ctx.results.glob(f"{step}.*.json"):
-        old.unlink()
+        if any(old.name.startswith(f"{step}.{p}") for p in prefixes):
+            old.unlink()
 
 
 def load_results(ctx):

@@ -25,7 +25,9 @@ def _figures(result):
     return "; ".join(f"{f['name']}: {f['value']}{(' ' + f['unit']) if f['unit'] else ''}" for f in result["figures"])
 
 
-def write(ctx, command_line):
+def write(ctx, command_line, quiet=False):
+    """Writes report.md and report.json; unless quiet (the refresh after
+    each item), also the logs' archive and a summary line."""
     results = load_results(ctx)
     counts = {s: sum(1 for r in results if r["status"] == s) for s in MARK}
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -58,6 +60,8 @@ def write(ctx, command_line):
                 lines += [""] + ["  " + line for line in _table(r["table"])] + [""]
         lines.append("")
     (ctx.out / "report.md").write_text("\n".join(lines))
+    if quiet:
+        return counts
     with tarfile.open(ctx.out / "logs.tar.gz", "w:gz") as archive:
         archive.add(ctx.logs, arcname="logs")
     print(f"gpu_check: report in {ctx.out}/report.md and report.json, logs in {ctx.out}/logs.tar.gz "

@@ -91,11 +91,12 @@ def calling_thread(ctx):
     """The slowest rank's time inside one call, per path and size, from the sweep's runs."""
     per_run = {}
     for path in sorted((ctx.work / "json").glob("*.json")):
-        if "-q_" in path.name or "float8" in path.name or path.name.startswith(("nccl-", "direct_vs", "wait-")):
+        if not re.match(r"\d+r-", path.name):  # the sweep's runs are "<ranks>r-<path>-<run>"
             continue
-        data = json.loads(path.read_text())
-        per_run[path.stem] = max(r[p]["call_us"] for r in data["rows"] for p in ("out_of_place", "in_place")
-                                 if r.get(p))
+        calls = [r[p]["call_us"] for r in json.loads(path.read_text())["rows"] for p in ("out_of_place", "in_place")
+                 if r.get(p)]
+        if calls:
+            per_run[path.stem] = max(calls)
     if not per_run:
         record(ctx, STEP, "call_time", "calling thread's time inside one device call", "skip",
                "no sweep results: run the sweep step first")

@@ -1,7 +1,8 @@
 """What the torch step's ranks run (spawned; imported by name): DDP training
-compared across backends, the stream-ordering check, DDP with Fairway's
-compression hooks, and dist.all_reduce timed. Each function returns plain
-data for the parent to compare."""
+compared across backends (python/tests' model and training loop), the
+stream-ordering check, DDP with Fairway's compression hooks, and
+dist.all_reduce timed. Each function returns plain data for the parent to
+compare."""
 import os
 import time
 from datetime import timedelta
@@ -21,34 +22,14 @@ def init(rank, world, backend, store, device):
                             timeout=timedelta(seconds=120))
 
 
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64))
+def train(rank, device, hook=None, state=None):
+    """STEPS steps of DDP on the default group (python/tests' model and
+    loop); the final parameters as numpy arrays (plain data: a tensor sent
+    to the parent needs its sender alive)."""
+    from rank_features import train as train_on  # python/tests, on PYTHONPATH
 
-    def forward(self, x):
-        return self.net(x)
-
-
-def train(rank, device, hook=None, state=None, bucket_mb=0.25):
-    """STEPS steps of DDP on the default group; the final parameters as numpy
-    arrays (plain data: a tensor sent to the parent needs its sender alive)."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    torch.manual_seed(0)
-    model = Mlp().to(device)
-    ddp = DDP(model, device_ids=[0] if device == "cuda" else None, bucket_cap_mb=bucket_mb)
-    if hook is not None:
-        ddp.register_comm_hook(state, hook)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
-    data = torch.Generator().manual_seed(100 + rank)
-    for _ in range(STEPS):
-        x = torch.randn(64, 256, generator=data).to(device)
-        y = torch.randn(64, 64, generator=data).to(device)
-        optimizer.zero_grad()
-        torch.nn.functional.mse_loss(ddp(x), y).backward()
-        optimizer.step()
-    return [p.detach().cpu().numpy().copy() for p in ddp.parameters()]
+    params = train_on(dist.group.WORLD, hook, STEPS, rank, state=state, device=device)
+    return [p.numpy() for p in params]
 
 
 def ddp(rank, world, backend, store, device):
@@ -135,8 +116,9 @@ def all_reduce_times(rank, world, backend, store, device, sizes, repeats):
     return out
 
 
-def run_spawned(fn, world, *args, limit_s=300):
-    """fn(rank, world, backend-args...) on world spawned ranks; values by rank."""
+def run_spawned(fn, world, *args, limit_s=300, log=None):
+    """fn(rank, world, backend-args...) on world spawned ranks; values by
+    rank. The ranks' output goes to `log` (appended) when given."""
     import queue
     import tempfile
 
@@ -146,7 +128,7 @@ def run_spawned(fn, world, *args, limit_s=300):
     results = context.Queue()
     with tempfile.TemporaryDirectory() as directory:
         store = os.path.join(directory, "store")
-        processes = [context.Process(target=_rank_main, args=(fn, rank, world, store, args, results))
+        processes = [context.Process(target=_rank_main, args=(fn, rank, world, store, args, results, log))
                      for rank in range(world)]
         for p in processes:
             p.start()
@@ -175,9 +157,13 @@ def run_spawned(fn, world, *args, limit_s=300):
     return [outcomes[r][1] for r in range(world)]
 
 
-def _rank_main(fn, rank, world, store, args, results):
+def _rank_main(fn, rank, world, store, args, results, log):
     import traceback
 
+    if log is not None:
+        with open(log, "a") as f:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
     try:
         backend, device = args[0], args[1]
         value = fn(rank, world, backend, store, device, *args[2:])

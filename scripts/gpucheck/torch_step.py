@@ -7,7 +7,7 @@ itself is exercised, and what needs CUDA is skipped, saying so."""
 import os
 import sys
 
-from .common import figure, median, record
+from .common import REPO, figure, median, record
 
 STEP = "torch"
 MIB = 1 << 20
@@ -16,7 +16,8 @@ MIB = 1 << 20
 def _spawn(ctx, fn, world, backend, *args):
     from . import torch_ranks
 
-    return torch_ranks.run_spawned(getattr(torch_ranks, fn), world, backend, ctx_device(ctx), *args)
+    return torch_ranks.run_spawned(getattr(torch_ranks, fn), world, backend, ctx_device(ctx), *args,
+                                   log=str(ctx.logs / f"torch-{fn}.log"))
 
 
 def ctx_device(ctx):
@@ -111,14 +112,14 @@ def all_reduce_timing(ctx):
 
 
 def run_step(ctx):
-    site = str(ctx.build / "python-site")
-    scripts = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for path in (site, scripts):
+    # The built package, this package, and python/tests (the training loop).
+    paths = [str(ctx.build / "python-site"), str(REPO / "scripts"), str(REPO / "python" / "tests")]
+    for path in paths:
         if path not in sys.path:
             sys.path.insert(0, path)
     os.environ.update(ctx.device_env())
-    os.environ["PYTHONPATH"] = os.pathsep.join([site, scripts] + [p for p in os.environ.get("PYTHONPATH", "")
-                                                                    .split(os.pathsep) if p])
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                        if p])
     ddp_backends(ctx)
     ddp_hooks(ctx)
     stream_order(ctx)

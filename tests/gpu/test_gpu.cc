@@ -7,8 +7,6 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -24,40 +22,21 @@
 #include "core/quantize_kernels.h"
 #include "core/reducer.h"
 #include "tests/multirank/rank_harness.h"
+#include "tests/multirank/test_device.h"
 #include "transports/device_runtime.h"
 
 namespace fairway::testing {
 namespace {
 
-// Probed in a child process: CUDA must not be initialised in the parent,
-// which forks the ranks afterwards.
-std::string whyNoGpu() {
-  int pipeFds[2];
-  if (pipe(pipeFds) != 0) return "pipe failed";
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(pipeFds[0]);
-    int devices = 0;
-    cudaError_t e = cudaGetDeviceCount(&devices);
-    std::string why = e != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)
-                                       : (devices == 0 ? "the CUDA driver reports no device" : "");
-    (void)!write(pipeFds[1], why.data(), why.size());
-    _exit(0);
-  }
-  close(pipeFds[1]);
-  std::string why;
-  char buf[256];
-  ssize_t n;
-  while ((n = read(pipeFds[0], buf, sizeof(buf))) > 0) why.append(buf, static_cast<size_t>(n));
-  close(pipeFds[0]);
-  waitpid(pid, nullptr, 0);
-  return why;
-}
-
-#define SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                        \
-    static const std::string why = whyNoGpu();                                \
-    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;       \
+// Probed in a child process (test_device.h): CUDA must not be initialised
+// in the parent, which forks the ranks afterwards.
+#define SKIP_WITHOUT_GPU()                                                                     \
+  do {                                                                                         \
+    const DeviceProbe& probe_ = probeDevice();                                                 \
+    if (!probe_.usable || !probe_.memoryIsCuda || probe_.devices == 0) {                       \
+      GTEST_SKIP() << "no usable CUDA device: "                                                \
+                   << (probe_.usable ? "FAIRWAY_DEVICE_RUNTIME is not cuda" : probe_.why);     \
+    }                                                                                          \
   } while (0)
 
 // Runs allreduce, reducescatter, allgather, broadcast and alltoall on device

@@ -31,7 +31,10 @@ bool copyBlocking(void* dst, const void* src, size_t bytes) {
 
 }  // namespace
 
-DeviceRuntime* testDevice() { return fairwayProcessDeviceRuntime(nullptr); }
+DeviceRuntime* testDevice() {
+  static DeviceRuntime* const device = fairwayProcessDeviceRuntime(nullptr);  // one lookup per process
+  return device;
+}
 
 std::string whyNoTestDevice() {
   const char* why = nullptr;
