@@ -11,6 +11,7 @@ STEP = "test"
 
 def ctest(ctx, item, title, regex, env, timeout, jobs):
     junit = ctx.work / f"{item}.xml"
+    junit.unlink(missing_ok=True)  # never a stale run's results
     ran = run(ctx, f"test-{item}", ["ctest", "--test-dir", str(ctx.build), "-R", regex, "-j", str(jobs),
                                     "--output-on-failure", "--output-junit", str(junit)],
               env=env, timeout=timeout)
@@ -29,8 +30,9 @@ def ctest(ctx, item, title, regex, env, timeout, jobs):
             rows.append([name, outcome, f"{float(case.get('time') or 0):.2f}", why])
     total = sum(counts.values())
     if total == 0:
-        status, reason = "fail", f"ctest ran no test matching {regex}: {ran.tail(4)}"
-    elif counts["failed"] or not ran.ok and not counts["skipped"] == total:
+        status, reason = "fail", (f"ctest was stopped after {timeout} s" if ran.timed_out
+                                  else f"ctest ran no test matching {regex}: {ran.tail(4)}")
+    elif counts["failed"] or (not ran.ok and counts["skipped"] != total):
         status, reason = "fail", f"{counts['failed']} of {total} failed" + (" (timed out)" if ran.timed_out else "")
     elif counts["skipped"] == total:
         status, reason = "skip", f"all {total} skipped: {rows[0][3]}"
