@@ -87,18 +87,39 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* wha
 
 size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
+// Copies between a collective's temporaries and the caller's tensors (same
+// dtype, same number of elements). On the CPU a plain memcpy on the calling
+// thread: torch's copy_ and cat run on its intra-op thread pool, and when
+// every rank of a node copies at the same moment, as they do right after a
+// collective, those threads oversubscribe the cores and their barrier waits
+// out scheduler time slices (2 ranks on 2 cores, 2 x 4 MiB: copy_ 14.5 ms
+// median against 0.4 ms for one process alone). CUDA tensors keep copy_,
+// which orders the copy on the current stream.
+void copyInto(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.is_cpu() && src.is_cpu() && dst.is_contiguous() && src.is_contiguous()) {
+    std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes());
+  } else {
+    dst.copy_(src.view(dst.sizes()));
+  }
+}
+
 // Flattens same-typed tensors into one buffer (one collective instead of many).
 at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) total += t.numel();
+  at::Tensor flat = at::empty({total}, tensors.at(0).options());
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
+    copyInto(flat.narrow(0, offset, t.numel()), t.reshape({-1}));
+    offset += t.numel();
+  }
+  return flat;
 }
 
 void unflattenInto(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
   int64_t offset = 0;
   for (at::Tensor& t : tensors) {
-    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    copyInto(t, flat.narrow(0, offset, t.numel()));
     offset += t.numel();
   }
 }
@@ -447,7 +468,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
     int64_t offset = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const int64_t n = inputs[i].numel();
-      outputLists[i][r].copy_(gathered[r].narrow(0, offset, n).view(outputLists[i][r].sizes()));
+      copyInto(outputLists[i][r], gathered[r].narrow(0, offset, n));
       offset += n;
     }
   }
@@ -483,7 +504,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
     for (int r = 0; r < n; ++r) {
       int64_t offset = 0;
       for (size_t i = 0; i < out.size(); ++i) {
-        out[i].view({-1}).narrow(0, r * sizes[i], sizes[i]).copy_(gathered.narrow(0, r * block + offset, sizes[i]));
+        copyInto(out[i].view({-1}).narrow(0, r * sizes[i], sizes[i]), gathered.narrow(0, r * block + offset, sizes[i]));
         offset += sizes[i];
       }
     }
@@ -667,7 +688,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < inputs.size(); ++i) pieces.push_back(inputs[i].view({-1}).narrow(0, r * sizes[i], sizes[i]));
   }
-  at::Tensor packed = at::cat(pieces);
+  at::Tensor packed = flatten(pieces);
   at::Tensor reduced = at::empty({block}, packed.options());
   const fwRedOp_t op = fwOpOf(opts.reduceOp, packed);
   Call call = [&](fwStream_t s, fwRequest_t* r) {
