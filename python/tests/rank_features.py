@@ -221,3 +221,94 @@ def fp8_dtypes(rank, world):
         assert torch.equal(tensor.cpu().float(), values(world - 1).to(dtype).float()), dtype
         checked += 2
     return checked
+
+
+def all_gather_coalesced_matches_gloo(rank, world):
+    """torch's all_gather_coalesced (one output list per rank), blocking and
+    asynchronous, against gloo's result for the same inputs."""
+    import warnings
+
+    gloo = dist.new_group(backend="gloo")
+    shapes = [(2, 3), (1,), (5,)]
+    inputs = [torch.full(shape, float(10 * rank + i)) for i, shape in enumerate(shapes)]
+
+    def outputs(device):
+        return [[torch.full(shape, -1.0, device=device) for shape in shapes] for _ in range(world)]
+
+    want = outputs("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch marks the call for deprecation
+        dist.all_gather_coalesced(want, inputs, group=gloo)
+        for async_op in (False, True):
+            got = outputs(DEVICE)
+            future = dist.all_gather_coalesced(got, [on_device(t) for t in inputs], async_op=async_op)
+            if async_op:
+                future.wait()
+            for r in range(world):
+                for i in range(len(shapes)):
+                    assert torch.equal(got[r][i].cpu(), want[r][i]), (async_op, r, i, got[r][i], want[r][i])
+    return True
+
+
+def async_ops_return_before_data_moves(rank, world):
+    """Every operation with async_op=True returns while a peer has not yet
+    called it (the last rank starts 1 s late), and its result is right once
+    waited for. Returns {operation: seconds the call took} on rank 0."""
+    late = world - 1
+    n = 1 << 12
+    x = torch.full((n,), float(rank + 1))
+    total = float(sum(range(1, world + 1)))
+    blocks = [torch.full((n,), float(rank * world + j)) for j in range(world)]
+
+    def gathered_list():
+        return [torch.empty(n) for _ in range(world)]
+
+    ops = {
+        "all_reduce": lambda: (x.clone(), lambda t: dist.all_reduce(t, async_op=True), lambda t: torch.all(t == total)),
+        "broadcast": lambda: (x.clone(), lambda t: dist.broadcast(t, src=late, async_op=True),
+                              lambda t: torch.all(t == float(late + 1))),
+        "reduce": lambda: (x.clone(), lambda t: dist.reduce(t, dst=0, async_op=True),
+                           lambda t: rank != 0 or torch.all(t == total)),
+        "all_gather": lambda: (gathered_list(), lambda out: dist.all_gather(out, x, async_op=True),
+                               lambda out: all(torch.all(o == float(r + 1)) for r, o in enumerate(out))),
+        "all_gather_into_tensor": lambda: (torch.empty(n * world),
+                                           lambda out: dist.all_gather_into_tensor(out, x, async_op=True),
+                                           lambda out: torch.equal(out, torch.cat([torch.full((n,), float(r + 1))
+                                                                                   for r in range(world)]))),
+        "reduce_scatter": lambda: (torch.empty(n), lambda out: dist.reduce_scatter(out, blocks, async_op=True),
+                                   lambda out: torch.all(out == float(sum(r * world + rank for r in range(world))))),
+        "reduce_scatter_tensor": lambda: (torch.empty(n),
+                                          lambda out: dist.reduce_scatter_tensor(out, torch.cat(blocks), async_op=True),
+                                          lambda out: torch.all(out == float(sum(r * world + rank
+                                                                                 for r in range(world))))),
+        "all_to_all": lambda: (gathered_list(), lambda out: dist.all_to_all(out, blocks, async_op=True),
+                               lambda out: all(torch.all(o == float(r * world + rank)) for r, o in enumerate(out))),
+        "all_to_all_single": lambda: (torch.empty(n * world),
+                                      lambda out: dist.all_to_all_single(out, torch.cat(blocks), async_op=True),
+                                      lambda out: all(torch.all(out[r * n:(r + 1) * n] == float(r * world + rank))
+                                                      for r in range(world))),
+        "gather": lambda: (gathered_list() if rank == 0 else None,
+                           lambda out: dist.gather(x, out, dst=0, async_op=True),
+                           lambda out: rank != 0 or all(torch.all(o == float(r + 1)) for r, o in enumerate(out))),
+        "scatter": lambda: (torch.empty(n), lambda out: dist.scatter(out, [torch.full((n,), float(r)) for r in
+                                                                            range(world)] if rank == 0 else None,
+                                                                      src=0, async_op=True),
+                            lambda out: torch.all(out == float(rank))),
+        "barrier": lambda: (None, lambda _: dist.barrier(async_op=True), lambda _: True),
+    }
+    seconds = {}
+    for name, make in ops.items():
+        dist.barrier()
+        target, call, check = make()
+        if rank == late:
+            time.sleep(1.0)
+        start = time.monotonic()
+        work = call(target)
+        seconds[name] = time.monotonic() - start
+        returned_early = not work.is_completed()
+        work.wait()
+        assert check(target), f"{name}: wrong result after wait()"
+        if rank == 0:
+            assert returned_early and seconds[name] < 0.5, \
+                f"{name}: the call took {seconds[name]:.2f} s and returned completed={not returned_early}"
+    return seconds

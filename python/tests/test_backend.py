@@ -90,3 +90,13 @@ def test_the_nccl_plugin_uses_the_nccl_torch_loaded():
         pytest.skip(f"no NCCL plugin at {plugin} (built only with CUDA and NCCL)")
     ctypes.CDLL(str(plugin))
     assert loaded() == before, "a second libnccl.so.2 was loaded beside torch's"
+
+
+def test_all_gather_coalesced_matches_gloo():
+    run_ranks(2, rank_features.all_gather_coalesced_matches_gloo)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_async_ops_return_before_a_late_peer_arrives(world):
+    seconds = run_ranks(world, rank_features.async_ops_return_before_data_moves)[0]
+    assert max(seconds.values()) < 0.5, seconds

@@ -444,35 +444,41 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
   return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
 }
 
+// torch's all_gather_coalesced: outputLists[r] is rank r's list, one tensor
+// per input (as gloo takes it). One allgather of the packed inputs; rank r's
+// block holds its every input, copied out once the data is in place.
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK_VALUE(outputLists.size() == inputs.size(), "fairway: all_gather_coalesced: ", outputLists.size(),
-                    " output lists for ", inputs.size(), " inputs");
-  // One flat allgather of every input, rank by rank.
+  TORCH_CHECK_VALUE(!inputs.empty(), "fairway: all_gather_coalesced: no input tensors");
+  TORCH_CHECK_VALUE(static_cast<int>(outputLists.size()) == getSize(), "fairway: all_gather_coalesced: ",
+                    outputLists.size(), " output lists for a group of ", getSize(), " (one list per rank)");
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(inputs[i], "all_gather_coalesced");
     checkSame(inputs[i], inputs[0], "all_gather_coalesced");
-    TORCH_CHECK_VALUE(static_cast<int>(outputLists[i].size()) == getSize(), "fairway: all_gather_coalesced: ",
-                      "each output list holds one tensor per rank");
   }
-  std::vector<std::vector<at::Tensor>> out{{}};
-  at::Tensor packed = flatten(inputs);
-  std::vector<at::Tensor> gathered;
-  for (int r = 0; r < getSize(); ++r) gathered.push_back(at::empty_like(packed));
-  std::vector<at::Tensor> in{packed};
-  out[0] = gathered;
-  auto work = allgather(out, in, opts);
-  work->wait();
   for (int r = 0; r < getSize(); ++r) {
-    int64_t offset = 0;
+    TORCH_CHECK_VALUE(outputLists[r].size() == inputs.size(), "fairway: all_gather_coalesced: rank ", r,
+                      "'s output list holds ", outputLists[r].size(), " tensors for ", inputs.size(), " inputs");
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const int64_t n = inputs[i].numel();
-      copyInto(outputLists[i][r], gathered[r].narrow(0, offset, n));
-      offset += n;
+      checkSame(outputLists[r][i], inputs[0], "all_gather_coalesced");
+      TORCH_CHECK_VALUE(outputLists[r][i].numel() == inputs[i].numel(), "fairway: all_gather_coalesced: output ",
+                        i, " of rank ", r, " has ", outputLists[r][i].numel(), " elements, input ", i, " has ",
+                        inputs[i].numel());
     }
   }
-  return work;
+  at::Tensor packed = flatten(inputs);
+  at::Tensor gathered = at::empty({packed.numel() * getSize()}, packed.options());
+  Call call = [&](fwStream_t s, fwRequest_t* r) {
+    return r ? fwIallGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, r)
+             : fwAllGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, s);
+  };
+  std::vector<at::Tensor> flatOutputs;
+  for (const auto& list : outputLists) flatOutputs.insert(flatOutputs.end(), list.begin(), list.end());
+  auto out = flatOutputs;  // rank by rank, input by input: the order of `gathered`
+  Finish finish = [packed, gathered, out]() mutable { unflattenInto(gathered, out); };
+  return launch(c10d::OpType::ALLGATHER_COALESCED, packed, flatOutputs, call, finish, "all_gather_coalesced",
+                opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
@@ -708,6 +714,15 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& out
   checkTensor(input, "all_to_all_single");
   checkTensor(output, "all_to_all_single");
   checkSame(input, output, "all_to_all_single");
+  return allToAllv(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", output, input, outputSplits, inputSplits,
+                   std::vector<at::Tensor>{output}, nullptr, opts.asyncOp);
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allToAllv(c10d::OpType type, const char* what, at::Tensor& output,
+                                                         at::Tensor& input, const std::vector<int64_t>& outputSplits,
+                                                         const std::vector<int64_t>& inputSplits,
+                                                         std::vector<at::Tensor> outputs, Finish after,
+                                                         bool asyncOp) {
   const int n = getSize();
   // Splits count rows of dim 0; empty splits mean equal blocks.
   auto counts = [n](const at::Tensor& t, const std::vector<int64_t>& splits, const char* side) {
@@ -742,9 +757,11 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& out
              : fwAllToAllv(input.data_ptr(), send->first.data(), send->second.data(), output.data_ptr(),
                            recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, s);
   };
-  Finish keep = [input, send, recv]() {};  // the input and the counts live until the call is done
-  return launch(c10d::OpType::ALLTOALL_BASE, input, std::vector<at::Tensor>{output}, call, keep,
-                "all_to_all_single", opts.asyncOp);
+  // The input and the counts live until the call is done.
+  Finish finish = [input, send, recv, after]() {
+    if (after) after();
+  };
+  return launch(type, input, std::move(outputs), call, finish, what, asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -765,10 +782,10 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>&
   at::Tensor packedIn = flatten(inputs);
   at::Tensor packedOut = at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t{0})},
                                    packedIn.options());
-  auto work = all_to_all_single(packedOut, packedIn, outSplits, inSplits, opts);
-  work->wait();
-  unflattenInto(packedOut, outputs);
-  return work;
+  auto out = outputs;
+  Finish copyOut = [packedOut, out]() mutable { unflattenInto(packedOut, out); };
+  return allToAllv(c10d::OpType::ALLTOALL, "all_to_all", packedOut, packedIn, outSplits, inSplits, outputs, copyOut,
+                   opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int) {

@@ -157,6 +157,13 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const at::Tensor& anyTensor,
                                         std::vector<at::Tensor> outputs, const Call& call, Finish finish,
                                         const char* what, bool asyncOp);
+  // all_to_all_single's call on flat buffers, with `after` run once the data
+  // is in place (the list form's copy-out) and the Work completing on
+  // `outputs`: every form of all-to-all returns before its data has moved.
+  c10::intrusive_ptr<c10d::Work> allToAllv(c10d::OpType type, const char* what, at::Tensor& output,
+                                           at::Tensor& input, const std::vector<int64_t>& outputSplits,
+                                           const std::vector<int64_t>& inputSplits, std::vector<at::Tensor> outputs,
+                                           Finish after, bool asyncOp);
   void checkRoot(int64_t root, const char* what) const;
   void completionLoop();
   void stopCompletion();
