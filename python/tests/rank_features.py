@@ -312,3 +312,25 @@ def async_ops_return_before_data_moves(rank, world):
             assert returned_early and seconds[name] < 0.5, \
                 f"{name}: the call took {seconds[name]:.2f} s and returned completed={not returned_early}"
     return seconds
+
+
+def sequence_numbers(rank, world):
+    """The group's sequence number counts its collectives alike on every
+    rank; point-to-point messages do not count."""
+    pg = dist.distributed_c10d._get_default_group()
+    first = pg._get_sequence_number_for_group()
+    x = torch.ones(4)
+    dist.all_reduce(x)
+    dist.all_gather_into_tensor(torch.empty(4 * world), x)
+    dist.barrier()
+    if world > 1:
+        peer = rank ^ 1
+        if peer < world:
+            if rank % 2 == 0:
+                dist.send(x, peer)
+            else:
+                dist.recv(x, peer)
+    after = pg._get_sequence_number_for_group()
+    everyone = [None] * world
+    dist.all_gather_object(everyone, (first, after))
+    return everyone

@@ -100,3 +100,10 @@ def test_all_gather_coalesced_matches_gloo():
 def test_async_ops_return_before_a_late_peer_arrives(world):
     seconds = run_ranks(world, rank_features.async_ops_return_before_data_moves)[0]
     assert max(seconds.values()) < 0.5, seconds
+
+
+def test_sequence_numbers_count_collectives_alike_on_every_rank():
+    everyone = run_ranks(2, rank_features.sequence_numbers)[0]
+    assert len(set(everyone)) == 1, everyone
+    first, after = everyone[0]
+    assert after == first + 3, everyone

@@ -341,6 +341,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
 c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const at::Tensor& anyTensor,
                                                       std::vector<at::Tensor> outputs, const Call& call,
                                                       Finish finish, const char* what, bool asyncOp) {
+  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
   if (anyTensor.is_cuda()) {
     auto work = runDevice(type, anyTensor.device(), std::move(outputs),
                           [&](fwStream_t s) { return call(s, nullptr); }, what);
@@ -812,6 +813,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& ten
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {
+  ++collectives_;
   return runHost(c10d::OpType::BARRIER, {},
                  [&](fwRequest_t* r) { return r ? fwIbarrier(comm_, r) : fwBarrier(comm_, nullptr); }, nullptr,
                  "barrier", opts.asyncOp);

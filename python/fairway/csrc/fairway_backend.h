@@ -7,6 +7,7 @@
 
 #include <fairway/fairway.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -64,6 +65,10 @@ class FairwayBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "fairway"; }
   bool supportsSplitting() const override { return true; }
   bool supportsCoalescing() const override { return false; }
+  // Collectives issued on this group so far (point-to-point calls not
+  // counted), the same on every rank while the ranks call alike: torch
+  // compares it across ranks to catch collectives called out of step.
+  uint64_t getSequenceNumberForGroup() override { return collectives_.load(); }
   // What split_group copies for the child: the backend's name and timeout.
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override {
     return c10::make_intrusive<c10d::Backend::Options>("fairway", timeout_);
@@ -182,6 +187,7 @@ class FairwayBackend : public c10d::Backend {
   std::deque<Pending> queue_;
   bool stopping_ = false;
   std::thread completer_;
+  std::atomic<uint64_t> collectives_{0};
 };
 
 }  // namespace fairway_torch
