@@ -9,7 +9,7 @@ import sys
 import time
 
 from . import build, report, sweeps, tests, timing, torch_step
-from .common import REPO, Context, clear_step
+from .common import REPO, Context, clear_step, load_results
 
 STEPS = {"build": build.run_step, "test": tests.run_step, "sweep": sweeps.run_step, "timing": timing.run_step,
          "torch": torch_step.run_step}
@@ -44,6 +44,11 @@ def main(argv):
     # The report is rewritten after every item, so a call cut short still leaves it in the output.
     ctx.on_record = lambda: report.write(ctx, command_line, quiet=True)
     steps = list(STEPS) if not args.steps or "all" in args.steps else [s for s in args.steps if s != "report"]
+    # Results of the other mode (emulated or GPU) say nothing about this one.
+    if any(r.get("mode") != ctx.mode for r in load_results(ctx)):
+        print(f"gpu_check: forgetting the results of a run in the other mode ({ctx.results})", flush=True)
+        for old in ctx.results.glob("*.json"):
+            old.unlink()
     start = time.monotonic()
     for step in steps:
         print(f"gpu_check: step {step} ({ctx.mode}{', quick' if ctx.quick else ''})", flush=True)
