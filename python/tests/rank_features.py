@@ -334,3 +334,16 @@ def sequence_numbers(rank, world):
     everyone = [None] * world
     dist.all_gather_object(everyone, (first, after))
     return everyone
+
+
+def barrier_timeout(rank, world):
+    """The last rank comes to the barrier after the group's timeout: the
+    others' barrier raises, in words torch recognises as a timeout."""
+    if rank == world - 1:
+        time.sleep(4)
+        return "late"
+    try:
+        dist.barrier()
+    except RuntimeError as error:
+        return str(error)
+    return "no error"

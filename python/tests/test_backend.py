@@ -107,3 +107,12 @@ def test_sequence_numbers_count_collectives_alike_on_every_rank():
     assert len(set(everyone)) == 1, everyone
     first, after = everyone[0]
     assert after == first + 3, everyone
+
+
+def test_barrier_timeout_says_it_timed_out():
+    import re
+
+    results = run_ranks(2, rank_features.barrier_timeout,
+                        env={"FAIRWAY_TEST_PG_TIMEOUT_S": "2", "FAIRWAY_TEST_NO_TEARDOWN": "1"}, limit_s=60)
+    # torch's own suite matches a barrier timeout against this pattern.
+    assert re.search("Timed out|closed|timeout", results[0]), results[0]

@@ -127,7 +127,9 @@ void unflattenInto(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
 }  // namespace
 
 void throwFairwayError(fwResult_t result, const std::string& what) {
-  TORCH_CHECK_WITH(DistBackendError, false, "fairway: ", what, " failed: ", lastMessage(result), " (",
+  // torch and its users recognise a timeout by these words ("Timed out").
+  const char* kind = result == fwTimeout ? "Timed out: " : "";
+  TORCH_CHECK_WITH(DistBackendError, false, kind, "fairway: ", what, " failed: ", lastMessage(result), " (",
                    fwGetErrorString(result), ")");
 }
 
