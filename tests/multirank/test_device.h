@@ -45,6 +45,9 @@ bool copyFromDevice(void* host, const void* device, size_t bytes);
 class StreamGate {
  public:
   explicit StreamGate(void* stream);
+  // Whether the stream waits on the gate (false: the flag could not be made
+  // or waited on, and the stream runs on unheld).
+  bool holds() const { return flag_ != nullptr; }
   void open();
 
  private:

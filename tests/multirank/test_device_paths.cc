@@ -160,6 +160,7 @@ TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
                "filling the device buffers");
     fwStream_t stream = createTestStream();
     StreamGate gate(stream);
+    RANK_CHECK(ctx, gate.holds(), "the stream could not be held back");
     const auto start = std::chrono::steady_clock::now();
     RANK_CHECK(ctx, fwAllReduce(send.data(), recv.data(), kCount, fwFloat32, fwSum, comm, stream) == fwSuccess,
                "fwAllReduce");
