@@ -290,9 +290,11 @@ def async_ops_return_before_data_moves(rank, world):
         "gather": lambda: (gathered_list() if rank == 0 else None,
                            lambda out: dist.gather(x, out, dst=0, async_op=True),
                            lambda out: rank != 0 or all(torch.all(o == float(r + 1)) for r, o in enumerate(out))),
+        # The late rank is the source: a source's sends may finish eagerly
+        # without their receivers, so only a receiver must wait for a peer.
         "scatter": lambda: (torch.empty(n), lambda out: dist.scatter(out, [torch.full((n,), float(r)) for r in
-                                                                            range(world)] if rank == 0 else None,
-                                                                      src=0, async_op=True),
+                                                                            range(world)] if rank == late else None,
+                                                                      src=late, async_op=True),
                             lambda out: torch.all(out == float(rank))),
         "barrier": lambda: (None, lambda _: dist.barrier(async_op=True), lambda _: True),
     }
