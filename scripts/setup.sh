@@ -56,10 +56,11 @@ cmake --build build -j "$(nproc)"
 # FAIRWAY_NO_PYTHON=1 skips it (and the Python tests with it).
 if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  if ! .venv/bin/python -c "import torch, pytest" 2>/dev/null; then
-    echo "setup: installing torch and pytest into .venv (about 3 GB from PyPI)"
+  # expecttest: torch's own test suite (scripts/torch_suite.py) imports it.
+  if ! .venv/bin/python -c "import torch, pytest, expecttest" 2>/dev/null; then
+    echo "setup: installing torch, pytest and expecttest into .venv (about 3 GB from PyPI)"
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet torch numpy pytest
+    .venv/bin/python -m pip install --quiet torch numpy pytest expecttest
   fi
   rm -rf python/build
   .venv/bin/python -m pip install --quiet --no-build-isolation ./python

@@ -7,6 +7,7 @@ import pytest
 from harness import DEVICE, run_ranks
 import rank_features
 import rank_ops
+import rank_semantics
 
 # On one GPU: one rank (NCCL) and ranks sharing it (UCX).
 WORLDS = [2, 3, 4] if DEVICE == "cpu" else [1, 2, 4]
@@ -116,3 +117,34 @@ def test_barrier_timeout_says_it_timed_out():
                         env={"FAIRWAY_TEST_PG_TIMEOUT_S": "2", "FAIRWAY_TEST_NO_TEARDOWN": "1"}, limit_s=60)
     # torch's own suite matches a barrier timeout against this pattern.
     assert re.search("Timed out|closed|timeout", results[0]), results[0]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_monitored_barrier_names_the_absent_ranks_as_gloo_does(world):
+    seen = run_ranks(world, rank_semantics.monitored_barrier, limit_s=90)
+    # The same ranks raise on fairway and gloo, each rank with the words gloo uses.
+    for rank, backends in enumerate(seen):
+        assert backends["fairway"].keys() == backends["gloo"].keys(), (rank, backends)
+        for scenario, message in backends["gloo"].items():
+            assert (message is None) == (backends["fairway"][scenario] is None), (rank, scenario, backends)
+
+
+def test_sparse_allreduce_sums_like_gloo():
+    run_ranks(3, rank_semantics.sparse_allreduce_matches_gloo)
+
+
+def test_coalescing_manager_makes_one_call_of_a_group():
+    run_ranks(3, rank_semantics.coalescing_manager)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_batch_isend_irecv_matches_gloo(world):
+    run_ranks(world, rank_semantics.batch_isend_irecv)
+
+
+def test_object_collectives_on_a_subgroup():
+    run_ranks(3, rank_semantics.object_collectives_on_subgroups)
+
+
+def test_profiler_names_each_call():
+    run_ranks(2, rank_semantics.profiler_events)

@@ -124,6 +124,33 @@ void unflattenInto(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
   }
 }
 
+// The profiler's name for an operation: the backend's name and torch's
+// name for the call, as torch's own backends name theirs. String literals:
+// the profiler keeps the pointer.
+const char* profilingTitle(c10d::OpType type) {
+  switch (type) {
+    case c10d::OpType::BROADCAST: return "fairway:broadcast";
+    case c10d::OpType::ALLREDUCE: return "fairway:all_reduce";
+    case c10d::OpType::ALLREDUCE_COALESCED: return "fairway:all_reduce_coalesced";
+    case c10d::OpType::REDUCE: return "fairway:reduce";
+    case c10d::OpType::ALLGATHER: return "fairway:all_gather";
+    case c10d::OpType::_ALLGATHER_BASE: return "fairway:all_gather_into_tensor";
+    case c10d::OpType::ALLGATHER_COALESCED: return "fairway:all_gather_coalesced";
+    case c10d::OpType::GATHER: return "fairway:gather";
+    case c10d::OpType::SCATTER: return "fairway:scatter";
+    case c10d::OpType::REDUCE_SCATTER: return "fairway:reduce_scatter";
+    case c10d::OpType::_REDUCE_SCATTER_BASE: return "fairway:reduce_scatter_tensor";
+    case c10d::OpType::ALLTOALL_BASE:
+    case c10d::OpType::ALLTOALL: return "fairway:all_to_all";
+    case c10d::OpType::SEND: return "fairway:send";
+    case c10d::OpType::RECV: return "fairway:recv";
+    case c10d::OpType::RECVANYSOURCE: return "fairway:recvAnySource";
+    case c10d::OpType::BARRIER: return "fairway:barrier";
+    case c10d::OpType::COALESCED: return "fairway:coalesced";
+    default: return "fairway:operation";
+  }
+}
+
 }  // namespace
 
 void throwFairwayError(fwResult_t result, const std::string& what) {
@@ -135,9 +162,12 @@ void throwFairwayError(fwResult_t result, const std::string& what) {
 
 // ---- Work ----
 
-FairwayWork::FairwayWork(c10d::OpType type, std::vector<at::Tensor> outputs,
+FairwayWork::FairwayWork(c10d::OpType type, const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                          c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout)
-    : c10d::Work(-1, type), outputs_(std::move(outputs)), future_(std::move(future)), timeout_(timeout) {}
+    : c10d::Work(-1, type, profilingTitle(type), inputs),
+      outputs_(std::move(outputs)),
+      future_(std::move(future)),
+      timeout_(timeout) {}
 
 bool FairwayWork::isCompleted() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -159,6 +189,10 @@ void FairwayWork::finish(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
     error_ = error;
+  }
+  if (recordFunctionEndCallback_) {  // the profiler's event ends here
+    recordFunctionEndCallback_();
+    recordFunctionEndCallback_ = nullptr;
   }
   done_.notify_all();
   if (error) {
@@ -192,7 +226,7 @@ void FairwayBackend::checkRoot(int64_t root, const char* what) const {
 
 FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), timeout_(timeout) {
+    : c10d::Backend(rank, size), timeout_(timeout), store_(store) {
   fwUniqueId id;
   if (rank == 0) {
     const fwResult_t made = fwGetUniqueId(&id);
@@ -223,8 +257,9 @@ FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int
   completer_ = std::thread([this] { completionLoop(); });
 }
 
-FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), comm_(comm), timeout_(timeout) {
+FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
+                               c10::intrusive_ptr<c10d::Store> store)
+    : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), store_(std::move(store)) {
   completer_ = std::thread([this] { completionLoop(); });
 }
 
@@ -267,7 +302,8 @@ void FairwayBackend::completionLoop() {
       queue_.pop_front();
     }
     std::exception_ptr error;
-    const fwResult_t result = fwWait(next.request);
+    // A marker (endCoalescing) has no request: the calls before it are done.
+    const fwResult_t result = next.request != nullptr ? fwWait(next.request) : fwSuccess;
     try {
       if (result != fwSuccess) throwFairwayError(result, next.what);
       if (next.finish) next.finish();
@@ -278,12 +314,13 @@ void FairwayBackend::completionLoop() {
   }
 }
 
-c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, std::vector<at::Tensor> outputs,
+c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                                       std::vector<at::Tensor> outputs,
                                                        const std::function<fwResult_t(fwRequest_t*)>& start,
                                                        Finish finish, const char* what, bool asyncOp) {
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(type, outputs, future, timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(type, inputs, outputs, future, timeout_);
   if (!asyncOp) {
     fwResult_t result;
     {
@@ -293,6 +330,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, std::v
     if (result != fwSuccess) throwFairwayError(result, what);
     if (finish) finish();
     work->finish(nullptr);
+    if (coalescing_) coalesced_.push_back(work);
     return work;
   }
   fwRequest_t request = nullptr;
@@ -300,6 +338,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, std::v
     std::lock_guard<std::mutex> lock(callMutex_);
     const fwResult_t posted = start(&request);
     if (posted != fwSuccess) throwFairwayError(posted, what);
+    if (coalescing_) coalesced_.push_back(work);
     std::lock_guard<std::mutex> queueLock(queueMutex_);
     queue_.push_back(Pending{request, work, std::move(finish), what});
   }
@@ -308,6 +347,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, std::v
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, const at::Device& device,
+                                                         const std::vector<at::Tensor>& inputs,
                                                          std::vector<at::Tensor> outputs,
                                                          const std::function<fwResult_t(fwStream_t)>& enqueue,
                                                          const char* what) {
@@ -325,11 +365,15 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
   }
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                           std::vector<c10::Device>{device});
-  auto work = c10::make_intrusive<FairwayWork>(type, outputs, future, timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(type, inputs, outputs, future, timeout_);
   work->finish(nullptr);  // the future records an event on the current stream
+  if (coalescing_) {
+    coalesced_.push_back(work);
+    coalescedDevice_ = device;
+  }
   return work;
 #else
-  (void)type; (void)outputs; (void)enqueue;
+  (void)type; (void)inputs; (void)outputs; (void)enqueue;
   TORCH_CHECK(false, "fairway: ", what, " on ", device,
               ": this build of the fairway extension has no CUDA support (torch without CUDA at build time)");
 #endif
@@ -345,12 +389,13 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const a
                                                       Finish finish, const char* what, bool asyncOp) {
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
   if (anyTensor.is_cuda()) {
-    auto work = runDevice(type, anyTensor.device(), std::move(outputs),
+    auto work = runDevice(type, anyTensor.device(), {anyTensor}, std::move(outputs),
                           [&](fwStream_t s) { return call(s, nullptr); }, what);
     if (finish) finish();
     return work;
   }
-  return runHost(type, std::move(outputs), [&](fwRequest_t* r) { return call(nullptr, r); }, std::move(finish),
+  return runHost(type, {anyTensor}, std::move(outputs), [&](fwRequest_t* r) { return call(nullptr, r); },
+                 std::move(finish),
                  what, asyncOp);
 }
 
@@ -368,6 +413,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::broadcast(std::vector<at::Tensor>
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].layout() == at::kSparse) return allreduceSparse(tensors[0], opts);
   const at::Tensor& t = single(tensors, "allreduce");
   const fwRedOp_t op = fwOpOf(opts.reduceOp, t);
   Call call = [&](fwStream_t s, fwRequest_t* r) {
@@ -816,15 +862,176 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& ten
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {
   ++collectives_;
-  return runHost(c10d::OpType::BARRIER, {},
+  return runHost(c10d::OpType::BARRIER, {}, {},
                  [&](fwRequest_t* r) { return r ? fwIbarrier(comm_, r) : fwBarrier(comm_, nullptr); }, nullptr,
                  "barrier", opts.asyncOp);
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                                               std::vector<at::Tensor> outputs) {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto work = c10::make_intrusive<FairwayWork>(type, inputs, std::move(outputs), future, timeout_);
+  work->finish(nullptr);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "fairway: all_reduce of a sparse tensor sums (ReduceOp.SUM)"
+                    ", it cannot apply reduce op ", static_cast<int>(opts.reduceOp.op_));
+  const at::Tensor local = tensor.coalesce();
+  const at::Tensor indices = local.indices().contiguous();  // sparse_dim x nnz, int64
+  const at::Tensor values = local.values().contiguous();    // nnz x dense dims
+  fwTypeOf(values);
+  const int n = getSize();
+  const int64_t nnz = local._nnz();
+  auto gather = [this](const at::Tensor& in, const char* what) {
+    at::Tensor out = at::empty({getSize() * in.numel()}, in.options());
+    at::Tensor input = in;
+    Call call = [&](fwStream_t s, fwRequest_t*) {
+      return fwAllGather(input.data_ptr(), out.data_ptr(), count(input), fwTypeOf(input), comm_, s);
+    };
+    launch(c10d::OpType::_ALLGATHER_BASE, input, {out}, call, nullptr, what, false)->wait();
+    return out;
+  };
+  const at::Tensor counts = gather(at::full({1}, nnz, indices.options()), "all_reduce (sparse): counts").cpu();
+  const int64_t most = counts.max().item<int64_t>();
+  // Each rank's indices and values, padded to the largest count.
+  at::Tensor paddedIndices = at::zeros({indices.size(0), most}, indices.options());
+  paddedIndices.narrow(1, 0, nnz).copy_(indices);
+  std::vector<int64_t> valueShape = values.sizes().vec();
+  valueShape[0] = most;
+  at::Tensor paddedValues = at::zeros(valueShape, values.options());
+  paddedValues.narrow(0, 0, nnz).copy_(values);
+  const at::Tensor allIndices = gather(paddedIndices, "all_reduce (sparse): indices").view({n, indices.size(0), most});
+  std::vector<int64_t> gatheredShape{n};
+  gatheredShape.insert(gatheredShape.end(), valueShape.begin(), valueShape.end());
+  const at::Tensor allValues = gather(paddedValues, "all_reduce (sparse): values").view(gatheredShape);
+  std::vector<at::Tensor> indexParts, valueParts;
+  for (int r = 0; r < n; ++r) {
+    const int64_t c = counts[r].item<int64_t>();
+    indexParts.push_back(allIndices[r].narrow(1, 0, c));
+    valueParts.push_back(allValues[r].narrow(0, 0, c));
+  }
+  const at::Tensor sum =
+      at::sparse_coo_tensor(at::cat(indexParts, 1), at::cat(valueParts, 0), tensor.sizes(), tensor.options())
+          .coalesce();
+  tensor.copy_(sum);  // in place, as for dense tensors
+  return completedWork(c10d::OpType::ALLREDUCE, {tensor}, {tensor});
+}
+
+void FairwayBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  TORCH_CHECK_WITH(DistBackendError, store_, "fairway: monitored_barrier needs the group's store, and this group "
+                   "was made without one");
+  using Clock = std::chrono::steady_clock;
+  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const std::string round = "fairway/monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
+  const auto arrivedKey = [&](int r) { return round + "arrived/" + std::to_string(r); };
+  const std::string releasedKey = round + "released";
+  const int me = getRank();
+  if (me != 0) {
+    store_->set(arrivedKey(me), std::vector<uint8_t>{1});
+    std::string verdict;
+    try {
+      // A Store's zero timeout means no limit: wait at least a millisecond.
+      store_->wait({releasedKey}, std::max(timeout, std::chrono::milliseconds(1)));
+      const std::vector<uint8_t> value = store_->get(releasedKey);
+      verdict.assign(value.begin(), value.end());
+    } catch (const std::exception& e) {
+      verdict = std::string("no word from rank 0 within ") + std::to_string(timeout.count()) + " ms";
+    }
+    if (verdict == "passed") return;
+    TORCH_CHECK_WITH(DistBackendError, false, "Rank ", me, " successfully reached monitoredBarrier, but received "
+                     "errors while waiting for send/recv from rank 0 (fairway: ", verdict, ")");
+  }
+  const auto deadline = Clock::now() + timeout;
+  std::vector<int> missing;
+  for (int r = 1; r < getSize(); ++r) missing.push_back(r);
+  for (;;) {
+    missing.erase(std::remove_if(missing.begin(), missing.end(), [&](int r) { return store_->check({arrivedKey(r)}); }),
+                  missing.end());
+    if (missing.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(5), deadline - Clock::now()));
+  }
+  for (int r = 1; r < getSize(); ++r) store_->deleteKey(arrivedKey(r));
+  if (missing.empty()) {
+    store_->set(releasedKey, std::vector<uint8_t>{'p', 'a', 's', 's', 'e', 'd'});
+    return;
+  }
+  std::string ranks;
+  for (size_t i = 0; i < missing.size(); ++i) ranks += (i == 0 ? "" : ", ") + std::to_string(missing[i]);
+  std::string why;
+  if (timeout.count() <= 0) {
+    why = "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count()) + " ms (ranks " + ranks +
+          " had not arrived)";
+  } else if (waitAllRanks) {
+    why = (missing.size() == 1 ? "Rank " : "Ranks ") + ranks + " failed to pass monitoredBarrier in " +
+          std::to_string(timeout.count()) + " ms";
+  } else {
+    why = "Rank " + std::to_string(missing[0]) + " failed to pass monitoredBarrier in " +
+          std::to_string(timeout.count()) + " ms" +
+          (missing.size() > 1 ? " (the first of ranks " + ranks + " that did not arrive)" : "");
+  }
+  const std::string verdict = "rank 0 reports: " + why;
+  store_->set(releasedKey, std::vector<uint8_t>(verdict.begin(), verdict.end()));
+  TORCH_CHECK_WITH(DistBackendError, false, "[Rank 0]: ", why);
+}
+
+void FairwayBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(callMutex_);
+  TORCH_CHECK_VALUE(!coalescing_, "fairway: startCoalescing inside a coalescing region (call endCoalescing first)");
+  coalescing_ = true;
+  coalesced_.clear();
+  coalescedDevice_.reset();
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::endCoalescing() {
+  std::vector<c10::intrusive_ptr<FairwayWork>> works;
+  std::optional<at::Device> device;
+  {
+    std::lock_guard<std::mutex> lock(callMutex_);
+    TORCH_CHECK_VALUE(coalescing_, "fairway: endCoalescing without startCoalescing");
+    coalescing_ = false;
+    works.swap(coalesced_);
+    device = coalescedDevice_;
+    coalescedDevice_.reset();
+  }
+  std::vector<at::Tensor> outputs;
+  for (const auto& w : works) {
+    for (const at::Tensor& t : w->result()) outputs.push_back(t);
+  }
+  if (device) {
+    // CUDA calls ran in order on the current stream: a Work whose future
+    // records an event there covers them all.
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                            std::vector<c10::Device>{*device});
+    auto work = c10::make_intrusive<FairwayWork>(c10d::OpType::COALESCED, std::vector<at::Tensor>{}, outputs,
+                                                 future, timeout_);
+    work->finish(nullptr);
+    return work;
+  }
+  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: endCoalescing on a process group already shut down");
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto work = c10::make_intrusive<FairwayWork>(c10d::OpType::COALESCED, std::vector<at::Tensor>{}, outputs, future,
+                                               timeout_);
+  // A marker behind the region's calls: reached once they completed.
+  Finish firstError = [works]() {
+    for (const auto& w : works) {
+      if (w->exception()) std::rethrow_exception(w->exception());
+    }
+  };
+  {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    queue_.push_back(Pending{nullptr, work, std::move(firstError), "coalesced operations"});
+  }
+  queued_.notify_one();
+  return work;
 }
 
 // ---- Splits ----
 
 c10::intrusive_ptr<FairwayBackend> FairwayBackend::splitForGroup(int color, int key, int size,
-                                                                std::chrono::milliseconds timeout) {
+                                                                std::chrono::milliseconds timeout,
+                                                                c10::intrusive_ptr<c10d::Store> store) {
   fwComm_t child = nullptr;
   {
     std::lock_guard<std::mutex> lock(callMutex_);
@@ -836,24 +1043,25 @@ c10::intrusive_ptr<FairwayBackend> FairwayBackend::splitForGroup(int color, int 
   fwCommUserRank(child, &rank);
   fwCommCount(child, &count);
   TORCH_CHECK(count == size, "fairway: split made a group of ", count, " ranks, expected ", size);
-  return c10::make_intrusive<FairwayBackend>(child, rank, count, timeout);
+  return c10::make_intrusive<FairwayBackend>(child, rank, count, timeout, std::move(store));
 }
 
-void FairwayBackend::performNocolorSplit() { splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout_); }
+void FairwayBackend::performNocolorSplit() { splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout_, {}); }
 
-c10::intrusive_ptr<c10d::Backend> FairwayBackend::split(const c10::intrusive_ptr<c10d::Store>&,
+c10::intrusive_ptr<c10d::Backend> FairwayBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
                                                         const std::vector<int>& ranks,
                                                         const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
   const auto mine = std::find(ranks.begin(), ranks.end(), getRank());
   const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
   if (mine == ranks.end()) {
-    splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout);
+    splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout, {});
     return nullptr;
   }
   // Groups are disjoint, so a group's lowest rank names it; the key keeps
   // the order the caller gave.
   const int color = *std::min_element(ranks.begin(), ranks.end());
-  return splitForGroup(color, static_cast<int>(mine - ranks.begin()), static_cast<int>(ranks.size()), timeout);
+  return splitForGroup(color, static_cast<int>(mine - ranks.begin()), static_cast<int>(ranks.size()), timeout,
+                       store);
 }
 
 }  // namespace fairway_torch

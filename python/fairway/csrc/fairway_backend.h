@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,11 +29,13 @@ namespace fairway_torch {
 [[noreturn]] void throwFairwayError(fwResult_t result, const std::string& what);
 
 // One operation's completion: set once, by the completion thread (host
-// tensors) or at once after enqueueing (CUDA tensors).
+// tensors) or at once after enqueueing (CUDA tensors). Under torch's
+// profiler it is an event from the call to its completion, named after the
+// backend and the operation ("fairway:all_reduce") with its inputs' shapes.
 class FairwayWork : public c10d::Work {
  public:
-  FairwayWork(c10d::OpType type, std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future,
-              std::chrono::milliseconds timeout);
+  FairwayWork(c10d::OpType type, const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
+              c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout);
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
@@ -59,12 +62,20 @@ class FairwayBackend : public c10d::Backend {
   FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                  std::chrono::milliseconds timeout);
   // Adopts a communicator made by fwCommSplit.
-  FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
+  FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
+                 c10::intrusive_ptr<c10d::Store> store);
   ~FairwayBackend() override;
 
   const std::string getBackendName() const override { return "fairway"; }
   bool supportsSplitting() const override { return true; }
-  bool supportsCoalescing() const override { return false; }
+  // Between startCoalescing and endCoalescing, calls are posted as usual;
+  // endCoalescing's Work completes when the last of them has (Fairway
+  // completes a communicator's calls in call order) and fails if any did.
+  // torch's coalescing manager turns all_reduce, all_gather_into_tensor and
+  // reduce_scatter_tensor groups into one *_coalesced call: one Fairway call.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   // Collectives issued on this group so far (point-to-point calls not
   // counted), the same on every rank while the ranks call alike: torch
   // compares it across ranks to catch collectives called out of step.
@@ -114,6 +125,12 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // gloo's monitored barrier, through the group's store rather than the
+  // communicator (a rank that never comes must not leave a receive posted):
+  // every rank checks in, rank 0 waits up to the timeout and names the
+  // first rank that did not come (every one with waitAllRanks), and the
+  // others learn from rank 0 whether the barrier passed.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   // Compressed allreduce (in place) and reduce-scatter (fwAllReduceCompressed,
   // fwReduceScatterCompressed) of float32, float16 or bfloat16 tensors, sum
@@ -132,7 +149,8 @@ class FairwayBackend : public c10d::Backend {
                                           const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   // new_group on a default group bound to a device: members split with the
   // group's lowest global rank as color, non-members with no color.
-  c10::intrusive_ptr<FairwayBackend> splitForGroup(int color, int key, int size, std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<FairwayBackend> splitForGroup(int color, int key, int size, std::chrono::milliseconds timeout,
+                                                   c10::intrusive_ptr<c10d::Store> store);
   void performNocolorSplit();
 
   void abort() override;
@@ -151,13 +169,14 @@ class FairwayBackend : public c10d::Backend {
   // A blocking call (torch's async_op=False) runs on the calling thread
   // instead, start(nullptr) being the blocking form: no hand-off to the
   // completion thread and back, which costs two context switches a call.
-  c10::intrusive_ptr<c10d::Work> runHost(c10d::OpType type, std::vector<at::Tensor> outputs,
+  c10::intrusive_ptr<c10d::Work> runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                         std::vector<at::Tensor> outputs,
                                          const std::function<fwResult_t(fwRequest_t*)>& start, Finish finish,
                                          const char* what, bool asyncOp);
   // A device call: `enqueue` enqueues it on the stream given; returns a Work
   // whose future completes on that stream.
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
-                                           std::vector<at::Tensor> outputs,
+                                           const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                                            const std::function<fwResult_t(fwStream_t)>& enqueue, const char* what);
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const at::Tensor& anyTensor,
                                         std::vector<at::Tensor> outputs, const Call& call, Finish finish,
@@ -169,6 +188,13 @@ class FairwayBackend : public c10d::Backend {
                                            at::Tensor& input, const std::vector<int64_t>& outputSplits,
                                            const std::vector<int64_t>& inputSplits, std::vector<at::Tensor> outputs,
                                            Finish after, bool asyncOp);
+  // Sum of sparse COO tensors, as gloo computes it: every rank's indices
+  // and values gathered (padded to the largest count), then coalesced.
+  // Runs on the calling thread: each step's sizes come from the one before.
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts);
+  // A Work already complete (an operation that ran on the calling thread).
+  c10::intrusive_ptr<c10d::Work> completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                               std::vector<at::Tensor> outputs);
   void checkRoot(int64_t root, const char* what) const;
   void completionLoop();
   void stopCompletion();
@@ -188,6 +214,11 @@ class FairwayBackend : public c10d::Backend {
   bool stopping_ = false;
   std::thread completer_;
   std::atomic<uint64_t> collectives_{0};
+  c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored barriers meet there
+  uint64_t monitoredBarriers_ = 0;
+  bool coalescing_ = false;  // between startCoalescing and endCoalescing
+  std::vector<c10::intrusive_ptr<FairwayWork>> coalesced_;  // the region's Works so far
+  std::optional<at::Device> coalescedDevice_;  // where the region's CUDA calls ran, if any
 };
 
 }  // namespace fairway_torch

@@ -19,10 +19,11 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
            py::call_guard<py::gil_scoped_release>())
       .def("split_for_group",
-           [](FairwayBackend& self, int color, int key, int size, int64_t timeoutMs) {
-             return self.splitForGroup(color, key, size, std::chrono::milliseconds(timeoutMs));
+           [](FairwayBackend& self, int color, int key, int size, int64_t timeoutMs,
+              const c10::intrusive_ptr<c10d::Store>& store) {
+             return self.splitForGroup(color, key, size, std::chrono::milliseconds(timeoutMs), store);
            },
-           py::arg("color"), py::arg("key"), py::arg("size"), py::arg("timeout_ms"),
+           py::arg("color"), py::arg("key"), py::arg("size"), py::arg("timeout_ms"), py::arg("store"),
            py::call_guard<py::gil_scoped_release>())
       .def("perform_nocolor_split", [](FairwayBackend& self, py::object) { self.performNocolorSplit(); },
            py::arg("device") = py::none())

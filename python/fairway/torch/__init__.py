@@ -29,7 +29,7 @@ def _create_backend(options, backend_options=None):
         # colored by the group's lowest global rank (non-members split with
         # no color through perform_nocolor_split).
         ranks = list(options.global_ranks_in_group)
-        return parent.split_for_group(min(ranks), options.group_rank, options.group_size, timeout_ms)
+        return parent.split_for_group(min(ranks), options.group_rank, options.group_size, timeout_ms, options.store)
     return FairwayBackend(options.store, options.group_rank, options.group_size, timeout_ms)
 
 

@@ -1,0 +1,213 @@
+"""What the ranks run for the torch semantics beyond plain collectives:
+monitored_barrier, sparse allreduce, the coalescing manager,
+batch_isend_irecv, object collectives on subgroups, profiler events; each
+against gloo's behaviour on the same ranks."""
+import re
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from harness import DEVICE, on_device
+
+
+def _raised(fn):
+    """fn's exception message, or None when it returned."""
+    try:
+        fn()
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+
+def monitored_barrier(rank, world):
+    """Whole barriers pass; with ranks absent, rank 0 names the first (or
+    every one, wait_all_ranks) and the ranks that came say rank 0 failed:
+    the same ranks raise with the same words on fairway and on gloo.
+    Returns {backend: {scenario: message or None}} from this rank."""
+    short = timedelta(seconds=1)
+    seen = {}
+    for name in ("fairway", "gloo"):
+        # gloo closes a group's connections when its monitored barrier
+        # fails, so each gloo scenario has a group of its own; the ranks
+        # meet between scenarios on the default (fairway) group.
+        def group():
+            return None if name == "fairway" else dist.new_group(backend="gloo")
+
+        whole = group()
+        dist.monitored_barrier(whole, timeout=timedelta(seconds=30))
+        dist.monitored_barrier(whole, timeout=timedelta(seconds=30), wait_all_ranks=True)
+        seen[name] = {}
+        one_absent, all_absent = group(), group()
+        # The last rank stays away.
+        if rank != world - 1:
+            seen[name]["one_absent"] = _raised(lambda: dist.monitored_barrier(one_absent, timeout=short))
+        dist.barrier()
+        # Every rank but 0 stays away, rank 0 waits for all.
+        if rank == 0:
+            seen[name]["all_absent"] = _raised(
+                lambda: dist.monitored_barrier(all_absent, timeout=short, wait_all_ranks=True))
+        dist.barrier()
+    # The group still works after a failed monitored barrier.
+    x = on_device(torch.ones(4))
+    dist.all_reduce(x)
+    assert torch.all(x.cpu() == world), x
+    if rank == 0:
+        absent = world - 1
+        assert re.search(f"Rank {absent} failed to pass monitoredBarrier", seen["fairway"]["one_absent"]), seen
+        listed = ", ".join(str(r) for r in range(1, world))
+        assert re.search(f"Ranks? {listed} failed to pass monitoredBarrier", seen["fairway"]["all_absent"]), seen
+    elif rank != world - 1:
+        assert re.search(f"Rank {rank} successfully reached monitoredBarrier, but received errors while waiting "
+                         "for send/recv from rank 0", seen["fairway"]["one_absent"]), seen
+    return seen
+
+
+def _sparse_input(rank, dense_dim):
+    """A COO tensor whose entries differ by rank and overlap between ranks."""
+    generator = torch.Generator().manual_seed(100 + rank)
+    nnz = 3 + 2 * rank
+    indices = torch.randint(0, 6, (2, nnz), generator=generator)
+    shape = (nnz,) + ((3,) if dense_dim else ())
+    values = torch.randn(shape, generator=generator)
+    size = (6, 6) + ((3,) if dense_dim else ())
+    return torch.sparse_coo_tensor(indices, values, size)
+
+
+def sparse_allreduce_matches_gloo(rank, world):
+    gloo = dist.new_group(backend="gloo")
+    for dense_dim in (False, True):
+        for async_op in (False, True):
+            mine = _sparse_input(rank, dense_dim)
+            want = mine.clone()
+            dist.all_reduce(want, group=gloo)
+            got = mine.clone()
+            work = dist.all_reduce(got, async_op=async_op)
+            if async_op:
+                work.wait()
+            assert got.is_sparse
+            assert torch.allclose(got.to_dense(), want.to_dense(), atol=1e-6), (dense_dim, got, want)
+    try:
+        dist.all_reduce(_sparse_input(rank, False), op=dist.ReduceOp.MAX)
+    except ValueError as error:
+        assert "sparse" in str(error), error
+    else:
+        raise AssertionError("a sparse all_reduce with MAX did not raise")
+    return True
+
+
+def coalescing_manager(rank, world):
+    """torch's coalescing manager makes one Fairway call of a group of
+    all_reduce, all_gather_into_tensor or reduce_scatter_tensor calls (the
+    group's sequence number moves by one), blocking and async."""
+    pg = dist.distributed_c10d._get_default_group()
+    device = torch.device(DEVICE)
+    for async_op in (False, True):
+        tensors = [on_device(torch.full((10 + i,), float(rank + i))) for i in range(3)]
+        before = pg._get_sequence_number_for_group()
+        with dist._coalescing_manager(device=device, async_ops=async_op) as cm:
+            for t in tensors:
+                dist.all_reduce(t)
+        if async_op:
+            cm.wait()
+        assert pg._get_sequence_number_for_group() == before + 1
+        for i, t in enumerate(tensors):
+            assert torch.all(t.cpu() == float(sum(r + i for r in range(world)))), (i, t)
+
+        inputs = [on_device(torch.full((4 + i,), float(rank * 10 + i))) for i in range(3)]
+        outputs = [on_device(torch.empty(world * (4 + i))) for i in range(3)]
+        with dist._coalescing_manager(device=device, async_ops=async_op) as cm:
+            for o, x in zip(outputs, inputs):
+                dist.all_gather_into_tensor(o, x)
+        if async_op:
+            cm.wait()
+        for i, o in enumerate(outputs):
+            want = torch.cat([torch.full((4 + i,), float(r * 10 + i)) for r in range(world)])
+            assert torch.equal(o.cpu(), want), (i, o)
+
+        inputs = [on_device(torch.arange(world * (2 + i), dtype=torch.float32) + rank) for i in range(3)]
+        outputs = [on_device(torch.empty(2 + i)) for i in range(3)]
+        with dist._coalescing_manager(device=device, async_ops=async_op) as cm:
+            for o, x in zip(outputs, inputs):
+                dist.reduce_scatter_tensor(o, x)
+        if async_op:
+            cm.wait()
+        for i, o in enumerate(outputs):
+            full = sum(torch.arange(world * (2 + i), dtype=torch.float32) + r for r in range(world))
+            assert torch.equal(o.cpu(), full[rank * (2 + i):(rank + 1) * (2 + i)]), (i, o)
+    return True
+
+
+def batch_isend_irecv(rank, world):
+    """A ring both ways at once, with tags, in one batch (torch coalesces it
+    through the backend), as on gloo."""
+    results = {}
+    gloo = dist.new_group(backend="gloo")
+    for name, group in (("fairway", None), ("gloo", gloo)):
+        right, left = (rank + 1) % world, (rank - 1) % world
+        to_right = on_device(torch.full((1000,), float(rank)))
+        to_left = on_device(torch.full((10,), float(-rank)))
+        from_left = on_device(torch.empty(1000))
+        from_right = on_device(torch.empty(10))
+        ops = [dist.P2POp(dist.isend, to_right, right, group=group, tag=1),
+               dist.P2POp(dist.isend, to_left, left, group=group, tag=2),
+               dist.P2POp(dist.irecv, from_left, left, group=group, tag=1),
+               dist.P2POp(dist.irecv, from_right, right, group=group, tag=2)]
+        if name == "gloo":
+            ops = [dist.P2POp(op.op, op.tensor.cpu(), op.peer, group=group, tag=op.tag) for op in ops]
+            from_left, from_right = ops[2].tensor, ops[3].tensor
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        results[name] = (from_left.cpu().clone(), from_right.cpu().clone())
+    assert torch.all(results["fairway"][0] == float((rank - 1) % world))
+    assert torch.all(results["fairway"][1] == float(-((rank + 1) % world)))
+    for mine, theirs in zip(results["fairway"], results["gloo"]):
+        assert torch.equal(mine, theirs)
+    return True
+
+
+def object_collectives_on_subgroups(rank, world):
+    """all_gather_object, gather_object, broadcast_object_list and
+    scatter_object_list on a subgroup of ranks 1.. (rank 0 not a member)."""
+    members = list(range(1, world))
+    group = dist.new_group(members)
+    if rank not in members:
+        return True
+    mine = {"rank": rank, "payload": list(range(rank))}
+    everyone = [None] * len(members)
+    dist.all_gather_object(everyone, mine, group=group)
+    assert everyone == [{"rank": r, "payload": list(range(r))} for r in members], everyone
+    gathered = [None] * len(members) if rank == members[0] else None
+    dist.gather_object(mine, gathered, dst=members[0], group=group)
+    if rank == members[0]:
+        assert gathered == everyone, gathered
+    objects = [("from", members[-1]), {"x": 3}] if rank == members[-1] else [None, None]
+    dist.broadcast_object_list(objects, src=members[-1], group=group)
+    assert objects == [("from", members[-1]), {"x": 3}], objects
+    out = [None]
+    scattered = [f"to {r}" for r in members] if rank == members[0] else None
+    dist.scatter_object_list(out, scattered, src=members[0], group=group)
+    assert out == [f"to {rank}"], out
+    return True
+
+
+def profiler_events(rank, world):
+    """torch's profiler shows each call as '<backend>:<operation>' with its
+    input's shape, as it does for gloo's calls."""
+    names = set()
+    with torch.autograd.profiler.profile(record_shapes=True) as profile:
+        x = on_device(torch.ones(7, 3))
+        dist.all_reduce(x)
+        dist.all_reduce(x, async_op=True).wait()
+        dist.broadcast(x, src=0)
+        out = on_device(torch.empty(7 * world, 3))
+        dist.all_gather_into_tensor(out, x)
+    shapes = {}
+    for event in profile.function_events:
+        names.add(event.name)
+        if event.name == "fairway:all_reduce":
+            shapes[event.name] = event.input_shapes
+    want = {"fairway:all_reduce", "fairway:broadcast", "fairway:all_gather_into_tensor"}
+    assert want <= names, sorted(n for n in names if ":" in n)
+    assert shapes["fairway:all_reduce"] == [[7, 3]], shapes
+    return True
