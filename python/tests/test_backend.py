@@ -8,6 +8,7 @@ from harness import DEVICE, run_ranks
 import rank_features
 import rank_ops
 import rank_semantics
+import rank_stacks
 
 # On one GPU: one rank (NCCL) and ranks sharing it (UCX).
 WORLDS = [2, 3, 4] if DEVICE == "cpu" else [1, 2, 4]
@@ -148,3 +149,15 @@ def test_object_collectives_on_a_subgroup():
 
 def test_profiler_names_each_call():
     run_ranks(2, rank_semantics.profiler_events)
+
+
+def test_tensor_parallel_inside_fsdp2_across_on_a_2d_mesh_matches_gloo():
+    run_ranks(4, rank_stacks.tensor_parallel_inside_fsdp2_across, limit_s=240)
+
+
+def test_fsdp2_bf16_mixed_precision_matches_gloo():
+    run_ranks(2, rank_stacks.fsdp2_bf16_mixed_precision, limit_s=180)
+
+
+def test_functional_collectives_eager_and_compiled_match_gloo():
+    run_ranks(2, rank_stacks.functional_collectives, limit_s=300)
