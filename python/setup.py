@@ -1,34 +1,83 @@
-"""Builds fairway._C, the torch.distributed backend, against the torch in
-this environment and the Fairway library: FAIRWAY_PREFIX (an install
-prefix with include/ and lib/), else this checkout's include/ and its build
-directory, FAIRWAY_BUILD_DIR (default build/)."""
+"""The fairway Python package: the torch.distributed backend (fairway._C,
+built against the torch in this environment) with the Fairway library and
+its plugins inside it (fairway/lib/), so nothing need be set at run time.
+
+    pip install --no-build-isolation ./python
+
+builds the library with CMake (needs cmake, a C++17 compiler, and hwloc's
+and UCX's development packages; CUDA and NCCL plugins too where the toolkit
+is found), then the extension. --no-build-isolation: the extension must be
+built against the torch it will run with, not one pip would fetch.
+The library comes instead from:
+  FAIRWAY_PREFIX     an installed Fairway (include/, lib/, lib/fairway/);
+  FAIRWAY_BUILD_DIR  an existing CMake build of this checkout (build/lib/).
+"""
 import os
 import pathlib
+import shutil
+import subprocess
 
 import torch
 from setuptools import setup
 from torch.utils import cpp_extension
 
 here = pathlib.Path(__file__).resolve().parent
-prefix = os.environ.get("FAIRWAY_PREFIX")
-if prefix:
-    include_dir = pathlib.Path(prefix) / "include"
-    lib_dir = pathlib.Path(prefix) / "lib"
-else:
-    include_dir = here.parent / "include"
-    lib_dir = pathlib.Path(os.environ.get("FAIRWAY_BUILD_DIR", here.parent / "build")).resolve() / "lib"
-if not (lib_dir / "libfairway.so").exists():
-    raise SystemExit(
-        f"fairway: no libfairway.so in {lib_dir}: build the project first "
-        "(bash scripts/setup.sh) or set FAIRWAY_PREFIX to an installed Fairway"
-    )
+checkout = here.parent
+packaged_lib = here / "fairway" / "lib"  # git-ignored; filled below
+
+
+def cmake_build():
+    """Builds and installs the library (no tests, no perf binaries) into
+    python/build/stage; returns that prefix."""
+    build = here / "build" / "cmake"
+    stage = here / "build" / "stage"
+    jobs = str(os.cpu_count() or 2)
+    subprocess.check_call(["cmake", "-S", str(checkout), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                           "-DFAIRWAY_BUILD_TESTS=OFF", "-DFAIRWAY_BUILD_PERF=OFF",
+                           f"-DCMAKE_INSTALL_PREFIX={stage}", "-DCMAKE_INSTALL_LIBDIR=lib"])
+    subprocess.check_call(["cmake", "--build", str(build), "-j", jobs])
+    subprocess.check_call(["cmake", "--install", str(build)])
+    return stage
+
+
+def library_dirs():
+    """(include directory, directory with libfairway.so, directories with its plugins)."""
+    prefix = os.environ.get("FAIRWAY_PREFIX")
+    build_dir = os.environ.get("FAIRWAY_BUILD_DIR")
+    if build_dir:
+        lib = pathlib.Path(build_dir).resolve() / "lib"
+        if not (lib / "libfairway.so").exists():
+            raise SystemExit(f"fairway: FAIRWAY_BUILD_DIR={build_dir}: no lib/libfairway.so there (build it first)")
+        return checkout / "include", lib, [lib]
+    root = pathlib.Path(prefix) if prefix else cmake_build()
+    lib = root / "lib"
+    if not (lib / "libfairway.so").exists():
+        raise SystemExit(f"fairway: no libfairway.so in {lib}")
+    return root / "include", lib, [lib, lib / "fairway"]
+
+
+def package_library(lib, plugin_dirs):
+    """Copies libfairway (under its soname, the name the extension asks
+    for) and every plugin into fairway/lib/, where libfairway looks for
+    its plugins: beside itself."""
+    shutil.rmtree(packaged_lib, ignore_errors=True)
+    packaged_lib.mkdir(parents=True)
+    shutil.copy2((lib / "libfairway.so").resolve(), packaged_lib / "libfairway.so.0")
+    for directory in plugin_dirs:
+        for plugin in sorted(directory.glob("libfairway-*.so")):
+            shutil.copy2(plugin.resolve(), packaged_lib / plugin.name)
+
+
+include_dir, lib_dir, plugin_dirs = library_dirs()
+package_library(lib_dir, plugin_dirs)
 
 sources = ["fairway/csrc/fairway_backend.cpp", "fairway/csrc/module.cpp"]
 common = dict(
     include_dirs=[str(include_dir)],
     library_dirs=[str(lib_dir)],
     libraries=["fairway"],
-    extra_link_args=[f"-Wl,-rpath,{lib_dir}"],
+    # fairway/_C.so finds fairway/lib/libfairway.so.0 wherever the package is.
+    extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
 )
 # CUDA tensors need torch's CUDA headers, present in a CUDA build of torch
 # where a CUDA toolkit is installed; otherwise CPU tensors only (said at run time).
@@ -44,6 +93,7 @@ setup(
     name="fairway",
     version="0.1.0",
     packages=["fairway", "fairway.torch"],
+    package_data={"fairway": ["lib/*.so", "lib/*.so.0"]},
     ext_modules=[extension],
     install_requires=["torch"],
     python_requires=">=3.9",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start: set up, build, and run the whole test suite: ctest on the
-# release build, pytest on the PyTorch backend (python/tests), the GPU
+# release build, pytest on the PyTorch backend (python/tests) and a subset
+# of torch's own distributed test suite (scripts/torch_suite.py), the GPU
 # check's bundle and its emulated form (scripts/gpu_bundle.sh,
 # scripts/gpu_check.sh --emulated --quick: the command a lent GPU machine
 # runs, proven here without one), then the AddressSanitizer +
@@ -14,6 +15,9 @@ bash scripts/setup.sh
 (cd build && ctest --output-on-failure "$@")
 if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
   .venv/bin/python -m pytest -q -p no:cacheprovider python/tests
+  # torch's own DistributedTest suite, a subset (the whole run:
+  # .venv/bin/python scripts/torch_suite.py).
+  .venv/bin/python scripts/torch_suite.py --subset ci --ranks 2,3
 fi
 if [ "${FAIRWAY_QUICK:-0}" != 1 ]; then
   if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then

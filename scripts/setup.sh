@@ -52,7 +52,8 @@ cmake --build build -j "$(nproc)"
 # The PyTorch backend (python/): a virtual environment in the checkout with
 # torch from PyPI (about 3 GB with its nvidia-* wheels: PyPI's torch is the
 # CUDA build, which imports and runs CPU tensors on machines without a GPU)
-# and the fairway package built against it and build/lib/libfairway.so.
+# and the fairway package built against it, with build/'s library and plugins
+# copied inside it (python/setup.py).
 # FAIRWAY_NO_PYTHON=1 skips it (and the Python tests with it).
 if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -63,6 +64,6 @@ if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
     .venv/bin/python -m pip install --quiet torch numpy pytest expecttest
   fi
   rm -rf python/build
-  .venv/bin/python -m pip install --quiet --no-build-isolation ./python
+  FAIRWAY_BUILD_DIR="$PWD/build" .venv/bin/python -m pip install --quiet --no-build-isolation ./python
   echo "setup: fairway $(.venv/bin/python -c 'import fairway; print(fairway.__version__)') installed in .venv against torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"
 fi

@@ -21,26 +21,31 @@ import unittest
 MODE = os.environ.get("FAIRWAY_SUITE_MODE", "plugin")
 os.environ["BACKEND"] = "fairway" if MODE == "plugin" else "gloo"
 
+import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
 import fairway.torch  # noqa: E402  registers "fairway"
 
 if MODE == "plugin":
-    # What the backend implements, in the suite's own vocabulary. Not "gpu",
-    # "cuda" or "ddp" on the device side: this run has no GPU, and the
-    # suite's GPU tests need one GPU per rank.
-    for feature in ("plugin", "subgroup", "ddp"):
+    # What the backend implements, in the suite's own vocabulary ("gpu" and
+    # "cuda": it takes CUDA tensors too; the tests that need GPUs skip
+    # without them, as they do for gloo).
+    for feature in ("plugin", "subgroup", "ddp", "gpu", "cuda"):
         DistTestCases.backend_feature[feature].add("fairway")
 elif MODE == "gloo-gated":
     dist.Backend._ensure_backend_registered("gloo")
     gloo = dist.Backend._plugins["GLOO"]
 
     def _fairway_in_place_of_gloo(options, backend_options=None):
-        return fairway.torch._create_backend(options, backend_options)
+        return fairway.torch._create_backend(options, backend_options, name="gloo")
 
-    # The group keeps torch's GLOO backend type, so it reports "gloo".
+    # dist.get_backend() says "gloo", and the profiler events say
+    # "gloo:<operation>", as the suite expects. The group's C++ type is
+    # CUSTOM, not GLOO: torch's C++ takes a GLOO-typed backend for its own
+    # ProcessGroupGloo and reads gloo's options through it (DDP's logger).
     dist.Backend._plugins["GLOO"] = gloo._replace(creator_fn=_fairway_in_place_of_gloo)
+    dist.Backend.backend_type_map["gloo"] = dist.ProcessGroup.BackendType.CUSTOM
 elif MODE != "gloo":
     sys.exit(f"dist_suite: FAIRWAY_SUITE_MODE={MODE!r}: expected plugin, gloo-gated or gloo")
 
@@ -54,7 +59,10 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        # Forked, not spawned as test_distributed_spawn.py does: a spawned
+        # rank imports torch again (seconds a test on a small machine); the
+        # parent has made no group and started no backend to inherit.
+        self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
     @classmethod
     def _run(cls, rank, test_name, file_name, pipe, **kwargs):
@@ -68,6 +76,8 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
                 if pg is not None and pg is not dist.GroupMember.NON_GROUP_MEMBER:
                     import torch
                     backend = pg._get_backend(torch.device("cpu"))
+                    if isinstance(backend, dist.distributed_c10d._ProcessGroupWrapper):
+                        backend = backend.wrapped_pg  # TORCH_DISTRIBUTED_DEBUG=DETAIL's checks
                     if not isinstance(backend, fairway.torch.FairwayBackend):
                         raise AssertionError(f"dist_suite: a group got {type(backend).__name__}, not Fairway")
                 return pg, store

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -124,47 +125,48 @@ void unflattenInto(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
   }
 }
 
-// The profiler's name for an operation: the backend's name and torch's
-// name for the call, as torch's own backends name theirs. String literals:
-// the profiler keeps the pointer.
-const char* profilingTitle(c10d::OpType type) {
+// torch's name for an operation, the second half of its profiler event's
+// name ("fairway:all_reduce"), as torch's own backends name theirs.
+const char* operationName(c10d::OpType type) {
   switch (type) {
-    case c10d::OpType::BROADCAST: return "fairway:broadcast";
-    case c10d::OpType::ALLREDUCE: return "fairway:all_reduce";
-    case c10d::OpType::ALLREDUCE_COALESCED: return "fairway:all_reduce_coalesced";
-    case c10d::OpType::REDUCE: return "fairway:reduce";
-    case c10d::OpType::ALLGATHER: return "fairway:all_gather";
-    case c10d::OpType::_ALLGATHER_BASE: return "fairway:all_gather_into_tensor";
-    case c10d::OpType::ALLGATHER_COALESCED: return "fairway:all_gather_coalesced";
-    case c10d::OpType::GATHER: return "fairway:gather";
-    case c10d::OpType::SCATTER: return "fairway:scatter";
-    case c10d::OpType::REDUCE_SCATTER: return "fairway:reduce_scatter";
-    case c10d::OpType::_REDUCE_SCATTER_BASE: return "fairway:reduce_scatter_tensor";
+    case c10d::OpType::BROADCAST: return "broadcast";
+    case c10d::OpType::ALLREDUCE: return "all_reduce";
+    case c10d::OpType::ALLREDUCE_COALESCED: return "all_reduce";  // named as the call it coalesces
+    case c10d::OpType::REDUCE: return "reduce";
+    case c10d::OpType::ALLGATHER: return "all_gather";
+    case c10d::OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
+    case c10d::OpType::ALLGATHER_COALESCED: return "all_gather";
+    case c10d::OpType::GATHER: return "gather";
+    case c10d::OpType::SCATTER: return "scatter";
+    case c10d::OpType::REDUCE_SCATTER: return "reduce_scatter";
+    case c10d::OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
     case c10d::OpType::ALLTOALL_BASE:
-    case c10d::OpType::ALLTOALL: return "fairway:all_to_all";
-    case c10d::OpType::SEND: return "fairway:send";
-    case c10d::OpType::RECV: return "fairway:recv";
-    case c10d::OpType::RECVANYSOURCE: return "fairway:recvAnySource";
-    case c10d::OpType::BARRIER: return "fairway:barrier";
-    case c10d::OpType::COALESCED: return "fairway:coalesced";
-    default: return "fairway:operation";
+    case c10d::OpType::ALLTOALL: return "all_to_all";
+    case c10d::OpType::SEND: return "send";
+    case c10d::OpType::RECV: return "recv";
+    case c10d::OpType::RECVANYSOURCE: return "recvAnySource";
+    case c10d::OpType::BARRIER: return "barrier";
+    case c10d::OpType::COALESCED: return "coalesced";
+    default: return "operation";
   }
 }
 
 }  // namespace
 
 void throwFairwayError(fwResult_t result, const std::string& what) {
-  // torch and its users recognise a timeout by these words ("Timed out").
-  const char* kind = result == fwTimeout ? "Timed out: " : "";
-  TORCH_CHECK_WITH(DistBackendError, false, kind, "fairway: ", what, " failed: ", lastMessage(result), " (",
+  // torch and its users recognise a timeout by the words " Timed out "
+  // (torch's suite matches " (Timed out|closed|timeout) ").
+  const char* kind = result == fwTimeout ? " Timed out waiting for its peers: " : " ";
+  TORCH_CHECK_WITH(DistBackendError, false, "fairway: ", what, " failed:", kind, lastMessage(result), " (",
                    fwGetErrorString(result), ")");
 }
 
 // ---- Work ----
 
-FairwayWork::FairwayWork(c10d::OpType type, const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-                         c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout)
-    : c10d::Work(-1, type, profilingTitle(type), inputs),
+FairwayWork::FairwayWork(const char* title, c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                         std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future,
+                         std::chrono::milliseconds timeout)
+    : c10d::Work(-1, type, title, inputs),
       outputs_(std::move(outputs)),
       future_(std::move(future)),
       timeout_(timeout) {}
@@ -217,6 +219,15 @@ bool FairwayWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+// The profiler keeps the pointer it is given: each title is made once and
+// kept for the life of the process (a handful: names x operations).
+const char* FairwayBackend::title(c10d::OpType type) const {
+  static std::mutex mutex;
+  static std::set<std::string> titles;
+  std::lock_guard<std::mutex> lock(mutex);
+  return titles.insert(name_ + ":" + operationName(type)).first->c_str();
+}
+
 void FairwayBackend::checkRoot(int64_t root, const char* what) const {
   TORCH_CHECK_VALUE(root >= 0 && root < getSize(), "fairway: ", what, " root ", root,
                     " is not a rank of this group of ", getSize());
@@ -225,8 +236,8 @@ void FairwayBackend::checkRoot(int64_t root, const char* what) const {
 // ---- Backend: creation ----
 
 FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                               std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), timeout_(timeout), store_(store) {
+                               std::chrono::milliseconds timeout, std::string name)
+    : c10d::Backend(rank, size), timeout_(timeout), store_(store), name_(std::move(name)) {
   fwUniqueId id;
   if (rank == 0) {
     const fwResult_t made = fwGetUniqueId(&id);
@@ -258,8 +269,8 @@ FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int
 }
 
 FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
-                               c10::intrusive_ptr<c10d::Store> store)
-    : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), store_(std::move(store)) {
+                               c10::intrusive_ptr<c10d::Store> store, std::string name)
+    : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), store_(std::move(store)), name_(std::move(name)) {
   completer_ = std::thread([this] { completionLoop(); });
 }
 
@@ -320,7 +331,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
                                                        Finish finish, const char* what, bool asyncOp) {
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(type, inputs, outputs, future, timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
   if (!asyncOp) {
     fwResult_t result;
     {
@@ -365,7 +376,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
   }
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                           std::vector<c10::Device>{device});
-  auto work = c10::make_intrusive<FairwayWork>(type, inputs, outputs, future, timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
   work->finish(nullptr);  // the future records an event on the current stream
   if (coalescing_) {
     coalesced_.push_back(work);
@@ -386,15 +397,17 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
 // of temporaries) enqueued right after it there. Host tensors: runHost.
 c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const at::Tensor& anyTensor,
                                                       std::vector<at::Tensor> outputs, const Call& call,
-                                                      Finish finish, const char* what, bool asyncOp) {
+                                                      Finish finish, const char* what, bool asyncOp,
+                                                      const std::vector<at::Tensor>& inputs) {
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
+  const std::vector<at::Tensor> recorded = inputs.empty() ? std::vector<at::Tensor>{anyTensor} : inputs;
   if (anyTensor.is_cuda()) {
-    auto work = runDevice(type, anyTensor.device(), {anyTensor}, std::move(outputs),
+    auto work = runDevice(type, anyTensor.device(), recorded, std::move(outputs),
                           [&](fwStream_t s) { return call(s, nullptr); }, what);
     if (finish) finish();
     return work;
   }
-  return runHost(type, {anyTensor}, std::move(outputs), [&](fwRequest_t* r) { return call(nullptr, r); },
+  return runHost(type, recorded, std::move(outputs), [&](fwRequest_t* r) { return call(nullptr, r); },
                  std::move(finish),
                  what, asyncOp);
 }
@@ -439,7 +452,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<a
   auto out = tensors;
   Finish finish = [flat, out]() mutable { unflattenInto(flat, out); };
   return launch(c10d::OpType::ALLREDUCE_COALESCED, flat, tensors, call, finish, "allreduce_coalesced",
-                opts.asyncOp);
+                opts.asyncOp, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -527,7 +540,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
   auto out = flatOutputs;  // rank by rank, input by input: the order of `gathered`
   Finish finish = [packed, gathered, out]() mutable { unflattenInto(gathered, out); };
   return launch(c10d::OpType::ALLGATHER_COALESCED, packed, flatOutputs, call, finish, "all_gather_coalesced",
-                opts.asyncOp);
+                opts.asyncOp, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
@@ -565,7 +578,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
     }
   };
   return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "all_gather_into_tensor_coalesced",
-                opts.asyncOp);
+                opts.asyncOp, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -753,7 +766,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
   auto out = outputs;
   Finish finish = [packed, reduced, out]() mutable { unflattenInto(reduced, out); };
   return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "reduce_scatter_tensor_coalesced",
-                opts.asyncOp);
+                opts.asyncOp, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::all_to_all_single(at::Tensor& output, at::Tensor& input,
@@ -870,7 +883,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOption
 c10::intrusive_ptr<c10d::Work> FairwayBackend::completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                                std::vector<at::Tensor> outputs) {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(type, inputs, std::move(outputs), future, timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, std::move(outputs), future, timeout_);
   work->finish(nullptr);
   return work;
 }
@@ -1004,15 +1017,15 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::endCoalescing() {
     // records an event there covers them all.
     auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                             std::vector<c10::Device>{*device});
-    auto work = c10::make_intrusive<FairwayWork>(c10d::OpType::COALESCED, std::vector<at::Tensor>{}, outputs,
-                                                 future, timeout_);
+    auto work = c10::make_intrusive<FairwayWork>(title(c10d::OpType::COALESCED), c10d::OpType::COALESCED,
+                                                 std::vector<at::Tensor>{}, outputs, future, timeout_);
     work->finish(nullptr);
     return work;
   }
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: endCoalescing on a process group already shut down");
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(c10d::OpType::COALESCED, std::vector<at::Tensor>{}, outputs, future,
-                                               timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(title(c10d::OpType::COALESCED), c10d::OpType::COALESCED,
+                                               std::vector<at::Tensor>{}, outputs, future, timeout_);
   // A marker behind the region's calls: reached once they completed.
   Finish firstError = [works]() {
     for (const auto& w : works) {
@@ -1043,7 +1056,7 @@ c10::intrusive_ptr<FairwayBackend> FairwayBackend::splitForGroup(int color, int 
   fwCommUserRank(child, &rank);
   fwCommCount(child, &count);
   TORCH_CHECK(count == size, "fairway: split made a group of ", count, " ranks, expected ", size);
-  return c10::make_intrusive<FairwayBackend>(child, rank, count, timeout, std::move(store));
+  return c10::make_intrusive<FairwayBackend>(child, rank, count, timeout, std::move(store), name_);
 }
 
 void FairwayBackend::performNocolorSplit() { splitForGroup(FAIRWAY_SPLIT_NOCOLOR, 0, 0, timeout_, {}); }

@@ -32,10 +32,12 @@ namespace fairway_torch {
 // tensors) or at once after enqueueing (CUDA tensors). Under torch's
 // profiler it is an event from the call to its completion, named after the
 // backend and the operation ("fairway:all_reduce") with its inputs' shapes.
+// `title` must outlive the profiler's use of it (FairwayBackend::title).
 class FairwayWork : public c10d::Work {
  public:
-  FairwayWork(c10d::OpType type, const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-              c10::intrusive_ptr<c10::ivalue::Future> future, std::chrono::milliseconds timeout);
+  FairwayWork(const char* title, c10d::OpType type, const std::vector<at::Tensor>& inputs,
+              std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future,
+              std::chrono::milliseconds timeout);
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
@@ -58,12 +60,14 @@ class FairwayWork : public c10d::Work {
 class FairwayBackend : public c10d::Backend {
  public:
   // Every rank of the group calls it: group rank 0 makes the unique id and
-  // publishes it in the store, the others read it from there.
+  // publishes it in the store, the others read it from there. `name`: the
+  // name torch knows the backend by ("fairway" unless registered under
+  // another), which its profiler events carry.
   FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout, std::string name = "fairway");
   // Adopts a communicator made by fwCommSplit.
   FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
-                 c10::intrusive_ptr<c10d::Store> store);
+                 c10::intrusive_ptr<c10d::Store> store, std::string name);
   ~FairwayBackend() override;
 
   const std::string getBackendName() const override { return "fairway"; }
@@ -178,9 +182,12 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
                                            const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                                            const std::function<fwResult_t(fwStream_t)>& enqueue, const char* what);
+  // `inputs`: what the profiler records as the call's inputs when they are
+  // not just `anyTensor` (the caller's tensors of a coalesced call).
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const at::Tensor& anyTensor,
                                         std::vector<at::Tensor> outputs, const Call& call, Finish finish,
-                                        const char* what, bool asyncOp);
+                                        const char* what, bool asyncOp,
+                                        const std::vector<at::Tensor>& inputs = {});
   // all_to_all_single's call on flat buffers, with `after` run once the data
   // is in place (the list form's copy-out) and the Work completing on
   // `outputs`: every form of all-to-all returns before its data has moved.
@@ -195,6 +202,8 @@ class FairwayBackend : public c10d::Backend {
   // A Work already complete (an operation that ran on the calling thread).
   c10::intrusive_ptr<c10d::Work> completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                std::vector<at::Tensor> outputs);
+  // The profiler's name of an operation: "<name>:<operation>".
+  const char* title(c10d::OpType type) const;
   void checkRoot(int64_t root, const char* what) const;
   void completionLoop();
   void stopCompletion();
@@ -215,6 +224,7 @@ class FairwayBackend : public c10d::Backend {
   std::thread completer_;
   std::atomic<uint64_t> collectives_{0};
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored barriers meet there
+  std::string name_;                        // torch's name for the backend
   uint64_t monitoredBarriers_ = 0;
   bool coalescing_ = false;  // between startCoalescing and endCoalescing
   std::vector<c10::intrusive_ptr<FairwayWork>> coalesced_;  // the region's Works so far

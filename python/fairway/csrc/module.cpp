@@ -1,5 +1,5 @@
 // The Python side of the backend: torch.distributed's creator calls
-// FairwayBackend(store, rank, size, timeout_ms); new_group on a group bound
+// FairwayBackend(store, rank, size, timeout_ms, name); new_group on a group bound
 // to a device splits through split_for_group / perform_nocolor_split.
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
@@ -13,10 +13,11 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Fairway collectives as a torch.distributed backend";
   py::module_::import("torch.distributed");  // registers c10d::Backend with pybind first
   py::class_<FairwayBackend, c10d::Backend, c10::intrusive_ptr<FairwayBackend>>(m, "FairwayBackend")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs) {
-             return c10::make_intrusive<FairwayBackend>(store, rank, size, std::chrono::milliseconds(timeoutMs));
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs,
+                       const std::string& name) {
+             return c10::make_intrusive<FairwayBackend>(store, rank, size, std::chrono::milliseconds(timeoutMs), name);
            }),
-           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("name") = "fairway",
            py::call_guard<py::gil_scoped_release>())
       .def("split_for_group",
            [](FairwayBackend& self, int color, int key, int size, int64_t timeoutMs,

@@ -20,8 +20,10 @@ def _timeout_ms(timeout):
     return max(1, int(seconds * 1000))
 
 
-def _create_backend(options, backend_options=None):
-    """torch.distributed's creator (extended API): one Fairway communicator per group."""
+def _create_backend(options, backend_options=None, name=BACKEND_NAME):
+    """torch.distributed's creator (extended API): one Fairway communicator
+    per group. `name`: what torch calls the backend (its profiler events
+    carry it), for a creator registered under another name."""
     timeout_ms = _timeout_ms(options.timeout)
     parent = getattr(options, "split_from", None)
     if isinstance(parent, FairwayBackend):
@@ -30,7 +32,7 @@ def _create_backend(options, backend_options=None):
         # no color through perform_nocolor_split).
         ranks = list(options.global_ranks_in_group)
         return parent.split_for_group(min(ranks), options.group_rank, options.group_size, timeout_ms, options.store)
-    return FairwayBackend(options.store, options.group_rank, options.group_size, timeout_ms)
+    return FairwayBackend(options.store, options.group_rank, options.group_size, timeout_ms, name)
 
 
 def register():
