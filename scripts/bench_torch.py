@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""allreduce through torch.distributed: the fairway backend against gloo in
-the same processes, against Fairway's C API called on the same
-communicator from the same processes (the cost of torch's Python and c10d
-layers alone), and against Fairway's own all_reduce_perf on the same ranks,
-launched between the torch measurements while those ranks sleep in a
-barrier. Every run measures all of them in turn, alternating the order;
-the table shows medians over --runs. Then one DDP training step of a small
-MLP, fairway against gloo. Busbw as nccl-tests: size / time x 2(n-1)/n.
+"""Every collective through torch.distributed, in each form torch offers,
+blocking and async_op=True (four calls issued, then waited for): the
+fairway backend against gloo in the same processes, and against Fairway's
+own perf binary for that collective on the same ranks, launched between
+the torch measurements while those ranks sleep in a gloo barrier. Each run
+measures everything in turn, alternating the order; the tables show
+medians over --runs. Then a DDP step and an FSDP2 step, fairway against
+gloo. Sizes and busbw as nccl-tests: the size is the collective's total
+(all_gather's output, reduce_scatter's input, a rank's all-to-all or
+gather/scatter buffer, one message of send/recv), busbw = size / time x
+the collective's factor.
 
-    .venv/bin/python scripts/bench_torch.py --ranks 2 4 --runs 5
+    .venv/bin/python scripts/bench_torch.py --ranks 2 4 --runs 3 [--out docs/torch_bench.md]
 """
 import argparse
-import ctypes
 import os
 import statistics
 import subprocess
@@ -24,6 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IN_FLIGHT = 4  # async_op=True: calls issued before waiting for them
 
 
 def sizes_between(low, high):
@@ -33,58 +36,189 @@ def sizes_between(low, high):
         size *= 4
 
 
-def timed(allreduce, barrier, agree, budget_s=0.2):
-    """Seconds per call of `allreduce` (an in-place float32 sum), over enough
-    calls to fill about budget_s; every rank runs the same count (agreed
-    with a MAX over the gloo group `agree`)."""
-    for _ in range(3):
-        allreduce()
+def ring(n):
+    return 2 * (n - 1) / n
+
+
+def share(n):
+    return (n - 1) / n
+
+
+def one(n):
+    return 1.0
+
+
+# form -> (perf binary, its time column: "in" (in place) or "out", busbw factor)
+FORMS = {
+    "all_reduce": ("all_reduce_perf", "in", ring),
+    "broadcast": ("broadcast_perf", "in", one),
+    "reduce": ("reduce_perf", "in", one),
+    "all_gather": ("all_gather_perf", "out", share),
+    "all_gather_into_tensor": ("all_gather_perf", "out", share),
+    "reduce_scatter": ("reduce_scatter_perf", "out", share),
+    "reduce_scatter_tensor": ("reduce_scatter_perf", "out", share),
+    "all_to_all": ("alltoall_perf", "out", share),
+    "all_to_all_single": ("alltoall_perf", "out", share),
+    "gather": ("gather_perf", "out", share),
+    "scatter": ("scatter_perf", "out", share),
+    "send_recv": ("sendrecv_perf", "out", one),
+}
+
+
+def make_call(form, size, rank, world):
+    """A function (group, async_op) -> list of Works (empty when blocking)
+    running one `form` of `size` bytes on its own buffers."""
+    elements = size // 4
+    block = max(1, elements // world)
+
+    def full(count):
+        return torch.ones(count)
+
+    def listed(count):
+        return [full(count) for _ in range(world)]
+
+    if form == "all_reduce":
+        t = full(elements)
+        return lambda g, a: [dist.all_reduce(t, group=g, async_op=a)]
+    if form == "broadcast":
+        t = full(elements)
+        return lambda g, a: [dist.broadcast(t, src=0, group=g, async_op=a)]
+    if form == "reduce":
+        t = full(elements)
+        return lambda g, a: [dist.reduce(t, dst=0, group=g, async_op=a)]
+    if form == "all_gather":
+        x, outs = full(block), listed(block)
+        return lambda g, a: [dist.all_gather(outs, x, group=g, async_op=a)]
+    if form == "all_gather_into_tensor":
+        x, out = full(block), full(block * world)
+        return lambda g, a: [dist.all_gather_into_tensor(out, x, group=g, async_op=a)]
+    if form == "reduce_scatter":
+        ins, out = listed(block), full(block)
+        return lambda g, a: [dist.reduce_scatter(out, ins, group=g, async_op=a)]
+    if form == "reduce_scatter_tensor":
+        x, out = full(block * world), full(block)
+        return lambda g, a: [dist.reduce_scatter_tensor(out, x, group=g, async_op=a)]
+    if form == "all_to_all":
+        ins, outs = listed(block), listed(block)
+        return lambda g, a: [dist.all_to_all(outs, ins, group=g, async_op=a)]
+    if form == "all_to_all_single":
+        x, out = full(block * world), full(block * world)
+        return lambda g, a: [dist.all_to_all_single(out, x, group=g, async_op=a)]
+    if form == "gather":
+        x = full(block)
+        outs = listed(block) if rank == 0 else None
+        return lambda g, a: [dist.gather(x, outs, dst=0, group=g, async_op=a)]
+    if form == "scatter":
+        out = full(block)
+        ins = listed(block) if rank == 0 else None
+        return lambda g, a: [dist.scatter(out, ins, src=0, group=g, async_op=a)]
+    if form == "send_recv":
+        x, y = full(elements), full(elements)
+        # A ring, as sendrecv_perf runs it: to the next rank, from the previous.
+        return lambda g, a: [dist.isend(x, (rank + 1) % world, group=g),
+                             dist.irecv(y, (rank - 1) % world, group=g)]
+    raise ValueError(form)
+
+
+def timed(run, barrier, agree, budget_s):
+    """Seconds per call of `run` over enough calls to fill about budget_s;
+    every rank runs the same count (agreed with a MAX over `agree`)."""
+    for _ in range(2):
+        run()
     start = time.perf_counter()
-    allreduce()
-    one = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-    dist.all_reduce(one, op=dist.ReduceOp.MAX, group=agree)
-    iterations = max(5, min(2000, int(budget_s / max(one.item(), 1e-6))))
+    run()
+    single = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+    dist.all_reduce(single, op=dist.ReduceOp.MAX, group=agree)
+    iterations = max(3, min(1000, int(budget_s / max(single.item(), 1e-6))))
     barrier()
     start = time.perf_counter()
     for _ in range(iterations):
-        allreduce()
+        run()
     return (time.perf_counter() - start) / iterations
 
 
-def fairway_c_api(group):
-    """fwAllReduce from this process on the communicator behind `group`
-    (a fairway group), through ctypes: the same call the backend makes,
-    without torch's Python and dispatcher layers."""
-    path = next(line.split()[-1] for line in open("/proc/self/maps") if "libfairway.so" in line)
-    library = ctypes.CDLL(path)
-    library.fwAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                    ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-    comm = ctypes.c_void_p(group._get_backend(torch.device("cpu")).comm_handle())
-    float32, total = 8, 0  # fwFloat32, fwSum (include/fairway/fairway.h)
+def measure_torch(rank, world, args, gloo, times, order):
+    groups = {"fairway": dist.group.WORLD, "gloo": gloo}
+    for form in args.forms:
+        for size in sizes_between(args.min_bytes, args.max_bytes):
+            for mode in ("blocking", "async"):
+                for name in order:
+                    group = groups[name]
+                    copies = [make_call(form, size, rank, world) for _ in range(IN_FLIGHT if mode == "async" else 1)]
+                    if mode == "blocking" and form != "send_recv":
+                        def run():
+                            copies[0](group, False)
+                    else:
+                        def run():
+                            works = [w for call in copies for w in call(group, True)]
+                            for w in works:
+                                w.wait()
+                    try:
+                        seconds = timed(run, lambda: dist.barrier(group=gloo), gloo, args.budget_s)
+                        seconds /= len(copies)
+                    except RuntimeError:  # gloo lacks some forms: n/a
+                        seconds = float("nan")
+                    seconds = torch.tensor([seconds], dtype=torch.float64)
+                    dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
+                    times.setdefault((name, form, mode, size), []).append(seconds.item())
 
-    def allreduce(tensor):
-        result = library.fwAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), float32, total, comm, None)
-        if result != 0:
-            raise RuntimeError(f"fwAllReduce returned {result}")
-    return allreduce
+
+def measure_perf(rank, world, args, gloo, times):
+    """Rank 0 runs each perf binary on `world` ranks while the others wait
+    in a gloo barrier (gloo waits in the kernel)."""
+    dist.barrier(group=gloo)
+    if rank == 0:
+        for binary in sorted({FORMS[f][0] for f in args.forms}):
+            command = [os.path.join(ROOT, "build/bin/fairwayrun"), "-np", str(world),
+                       os.path.join(ROOT, "build/bin", binary), "-b", str(args.min_bytes), "-e",
+                       str(args.max_bytes), "-f", "4", "-n", "20", "-w", "3", "-a", "3"]
+            output = subprocess.run(command, capture_output=True, text=True, timeout=900, check=True).stdout
+            for line in output.splitlines():
+                fields = line.split()
+                if len(fields) >= 9 and fields[0].isdigit():
+                    times.setdefault((binary, "out", int(fields[0])), []).append(float(fields[5]) * 1e-6)
+                    if len(fields) >= 10 and fields[9] != "N/A":
+                        times.setdefault((binary, "in", int(fields[0])), []).append(float(fields[9]) * 1e-6)
+    dist.barrier(group=gloo)
 
 
-def ddp_step_seconds(group, steps=30):
-    from torch.nn.parallel import DistributedDataParallel as DDP
+class Block(torch.nn.Module):
+    def __init__(self, dim=256, heads=4):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
 
+    def forward(self, x):
+        h = self.norm1(x)
+        x = x + self.attention(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+def step_seconds(kind, group, steps=10):
+    """Seconds per training step of a small transformer (4 blocks, 3M
+    parameters) under DDP or FSDP2 on `group`."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
-                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
-    ddp = DDP(model, process_group=group)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    x, y = torch.randn(32, 1024), torch.randn(32, 10)
+    model = torch.nn.Sequential(*[Block() for _ in range(4)])
+    if kind == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, process_group=group)
+    else:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = DeviceMesh.from_group(group, "cpu")
+        for block in model:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 32, 256)
 
     def step():
         optimizer.zero_grad()
-        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        model(x).pow(2).mean().backward()
         optimizer.step()
 
-    for _ in range(3):
+    for _ in range(2):
         step()
     dist.barrier(group=group)
     start = time.perf_counter()
@@ -99,67 +233,71 @@ def rank_main(rank, world, store, args, results):
     torch.set_num_threads(1)
     dist.init_process_group("fairway", init_method=f"file://{store}", rank=rank, world_size=world)
     gloo = dist.new_group(backend="gloo")
-    c_api = fairway_c_api(dist.group.WORLD)
-    ways = {
-        "fairway": lambda t: dist.all_reduce(t),
-        "gloo": lambda t: dist.all_reduce(t, group=gloo),
-        "c_api": c_api,
-    }
-    barrier = {"fairway": dist.barrier, "gloo": lambda: dist.barrier(group=gloo), "c_api": dist.barrier}
     times = {}
     for run in range(args.runs):
-        order = list(ways) if run % 2 == 0 else list(reversed(ways))
-        # all_reduce_perf on these ranks' cores, first or last in turn, while
-        # every rank here sleeps in a gloo barrier (gloo waits in the kernel).
+        order = ["fairway", "gloo"] if run % 2 == 0 else ["gloo", "fairway"]
         if run % 2 == 1:
-            native_run(rank, world, args, gloo, times)
-        for size in sizes_between(args.min_bytes, args.max_bytes):
-            tensor = torch.ones(size // 4)
-            for name in order:
-                seconds = timed(lambda: ways[name](tensor), barrier[name], gloo)
-                seconds = torch.tensor([seconds], dtype=torch.float64)
-                dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
-                times.setdefault((name, size), []).append(seconds.item())
+            measure_perf(rank, world, args, gloo, times)
+        measure_torch(rank, world, args, gloo, times, order)
         if run % 2 == 0:
-            native_run(rank, world, args, gloo, times)
-        for name in ("fairway", "gloo") if run % 2 == 0 else ("gloo", "fairway"):
-            group = dist.group.WORLD if name == "fairway" else gloo
-            seconds = torch.tensor([ddp_step_seconds(group)], dtype=torch.float64)
-            dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)
-            times.setdefault((name, "ddp"), []).append(seconds.item())
+            measure_perf(rank, world, args, gloo, times)
+        if args.steps:
+            for kind in ("ddp", "fsdp2"):
+                for name in order:
+                    group = dist.group.WORLD if name == "fairway" else gloo
+                    seconds = torch.tensor([step_seconds(kind, group)], dtype=torch.float64)
+                    dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)
+                    times.setdefault((name, kind), []).append(seconds.item())
     if rank == 0:
         results.put(times)
     dist.destroy_process_group()
 
 
-def native_run(rank, world, args, gloo, times):
-    """Rank 0 runs all_reduce_perf on `world` ranks (in place, seconds per
-    size into times[("perf", size)]) while the others wait in a barrier."""
-    dist.barrier(group=gloo)
-    if rank == 0:
-        command = [os.path.join(ROOT, "build/bin/fairwayrun"), "-np", str(world),
-                   os.path.join(ROOT, "build/bin/all_reduce_perf"), "-b", str(args.min_bytes), "-e",
-                   str(args.max_bytes), "-f", "4", "-n", "20", "-w", "3"]
-        output = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True).stdout
-        for line in output.splitlines():
-            fields = line.split()
-            if len(fields) >= 13 and fields[0].isdigit():
-                times.setdefault(("perf", int(fields[0])), []).append(float(fields[9]) * 1e-6)
-    dist.barrier(group=gloo)
+def busbw(times, key, size, factor):
+    samples = times.get(key)
+    if not samples:
+        return float("nan")
+    return size / statistics.median(samples) / 1e9 * factor
+
+
+def ratio(a, b):
+    return a / b if b == b and b > 0 and a == a else float("nan")
+
+
+def report(world, args, times):
+    lines = []
+    for form in args.forms:
+        binary, column, factor_of = FORMS[form]
+        factor = factor_of(world)
+        for size in sizes_between(args.min_bytes, args.max_bytes):
+            bw = {(name, mode): busbw(times, (name, form, mode, size), size, factor)
+                  for name in ("fairway", "gloo") for mode in ("blocking", "async")}
+            perf = busbw(times, (binary, column, size), size, factor)
+            lines.append((world, form, size, bw, perf))
+    return lines
+
+
+def fmt(x, suffix=""):
+    return "n/a" if x != x else f"{x:.2f}{suffix}"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--min-bytes", type=int, default=64 << 10)
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
+    parser.add_argument("--forms", nargs="+", default=list(FORMS), choices=list(FORMS))
+    parser.add_argument("--budget-s", type=float, default=0.15, help="time for one measurement")
+    parser.add_argument("--no-steps", dest="steps", action="store_false", help="skip the DDP and FSDP2 steps")
+    parser.add_argument("--out", help="also write the tables (markdown) here")
     args = parser.parse_args()
     context = mp.get_context("spawn")
-    print("| ranks | size | fairway busbw GB/s | gloo busbw GB/s | fairway / gloo | all_reduce_perf busbw GB/s "
-          "| fairway / all_reduce_perf | C API in process busbw GB/s | fairway / C API |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    ddp_rows = []
+    out = ["| ranks | form | size | fairway | gloo | fairway / gloo | fairway async | gloo async | "
+           "async fairway / gloo | perf binary | fairway / perf |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    steps = ["| ranks | step | fairway (ms) | gloo (ms) | gloo / fairway |", "|---|---|---|---|---|"]
+    print("\n".join(out), flush=True)
     for world in args.ranks:
         results = context.Queue()
         with tempfile.TemporaryDirectory() as directory:
@@ -168,24 +306,28 @@ def main():
                          for r in range(world)]
             for p in processes:
                 p.start()
-            times = results.get(timeout=3600)
+            times = results.get(timeout=7200)
             for p in processes:
                 p.join()
-        factor = 2 * (world - 1) / world
-        for size in sizes_between(args.min_bytes, args.max_bytes):
-            busbw = {name: size / statistics.median(times[(name, size)]) / 1e9 * factor
-                     for name in ("fairway", "gloo", "perf", "c_api")}
-            print(f"| {world} | {size >> 10} KiB | {busbw['fairway']:.2f} | {busbw['gloo']:.2f} | "
-                  f"{busbw['fairway'] / busbw['gloo']:.2f}x | {busbw['perf']:.2f} | "
-                  f"{busbw['fairway'] / busbw['perf']:.2f} | {busbw['c_api']:.2f} | "
-                  f"{busbw['fairway'] / busbw['c_api']:.2f} |", flush=True)
-        ddp_rows.append((world, statistics.median(times[("fairway", "ddp")]),
-                         statistics.median(times[("gloo", "ddp")])))
+        for world_, form, size, bw, perf in report(world, args, times):
+            size_text = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+            row = (f"| {world_} | {form} | {size_text} | {fmt(bw['fairway', 'blocking'])} | "
+                   f"{fmt(bw['gloo', 'blocking'])} | {fmt(ratio(bw['fairway', 'blocking'], bw['gloo', 'blocking']), 'x')} | "
+                   f"{fmt(bw['fairway', 'async'])} | {fmt(bw['gloo', 'async'])} | "
+                   f"{fmt(ratio(bw['fairway', 'async'], bw['gloo', 'async']), 'x')} | {fmt(perf)} | "
+                   f"{fmt(ratio(bw['fairway', 'blocking'], perf))} |")
+            out.append(row)
+            print(row, flush=True)
+        if args.steps:
+            for kind in ("ddp", "fsdp2"):
+                ours = statistics.median(times[("fairway", kind)])
+                theirs = statistics.median(times[("gloo", kind)])
+                steps.append(f"| {world} | {kind} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {theirs / ours:.2f}x |")
     print()
-    print("| ranks | DDP step, fairway (ms) | DDP step, gloo (ms) | gloo / fairway |")
-    print("|---|---|---|---|")
-    for world, ours, theirs in ddp_rows:
-        print(f"| {world} | {ours * 1e3:.2f} | {theirs * 1e3:.2f} | {theirs / ours:.2f}x |")
+    print("\n".join(steps))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(out) + "\n\n" + "\n".join(steps) + "\n")
 
 
 if __name__ == "__main__":
