@@ -23,7 +23,6 @@ from torch.utils import cpp_extension
 
 here = pathlib.Path(__file__).resolve().parent
 checkout = here.parent
-packaged_lib = here / "fairway" / "lib"  # git-ignored; filled below
 
 
 def cmake_build():
@@ -56,25 +55,35 @@ def library_dirs():
     return root / "include", lib, [lib, lib / "fairway"]
 
 
-def package_library(lib, plugin_dirs):
+def package_library(lib, plugin_dirs, target):
     """Copies libfairway (under its soname, the name the extension asks
-    for) and every plugin into fairway/lib/, where libfairway looks for
-    its plugins: beside itself."""
-    shutil.rmtree(packaged_lib, ignore_errors=True)
-    packaged_lib.mkdir(parents=True)
-    shutil.copy2((lib / "libfairway.so").resolve(), packaged_lib / "libfairway.so.0")
+    for) and every plugin into `target` (the package's fairway/lib/), where
+    libfairway looks for its plugins: beside itself."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    shutil.copy2((lib / "libfairway.so").resolve(), target / "libfairway.so.0")
     for directory in plugin_dirs:
         for plugin in sorted(directory.glob("libfairway-*.so")):
-            shutil.copy2(plugin.resolve(), packaged_lib / plugin.name)
+            shutil.copy2(plugin.resolve(), target / plugin.name)
 
 
-include_dir, lib_dir, plugin_dirs = library_dirs()
-package_library(lib_dir, plugin_dirs)
+class BuildWithLibrary(cpp_extension.BuildExtension.with_options(use_ninja=False)):
+    """build_ext that first gets the library (building it if need be) and
+    puts it in the package being built, so nothing is built merely to
+    read the package's metadata."""
 
-sources = ["fairway/csrc/fairway_backend.cpp", "fairway/csrc/module.cpp"]
+    def run(self):
+        include_dir, lib_dir, plugin_dirs = library_dirs()
+        for extension in self.extensions:
+            extension.include_dirs.append(str(include_dir))
+            extension.library_dirs.append(str(lib_dir))
+        package = here / "fairway" if self.inplace else pathlib.Path(self.build_lib) / "fairway"
+        package_library(lib_dir, plugin_dirs, package / "lib")
+        super().run()
+
+
+sources = ["fairway/csrc/fairway_backend.cpp", "fairway/csrc/module.cpp", "fairway/csrc/scratch_pool.cpp"]
 common = dict(
-    include_dirs=[str(include_dir)],
-    library_dirs=[str(lib_dir)],
     libraries=["fairway"],
     # fairway/_C.so finds fairway/lib/libfairway.so.0 wherever the package is.
     extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
@@ -93,9 +102,8 @@ setup(
     name="fairway",
     version="0.1.0",
     packages=["fairway", "fairway.torch"],
-    package_data={"fairway": ["lib/*.so", "lib/*.so.0"]},
     ext_modules=[extension],
     install_requires=["torch"],
     python_requires=">=3.9",
-    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=False)},
+    cmdclass={"build_ext": BuildWithLibrary},
 )

@@ -104,11 +104,12 @@ void copyInto(const at::Tensor& dst, const at::Tensor& src) {
   }
 }
 
-// Flattens same-typed tensors into one buffer (one collective instead of many).
-at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+// Flattens same-typed tensors into one buffer from `scratch` (one
+// collective instead of many).
+at::Tensor flatten(const std::vector<at::Tensor>& tensors, ScratchPool& scratch) {
   int64_t total = 0;
   for (const at::Tensor& t : tensors) total += t.numel();
-  at::Tensor flat = at::empty({total}, tensors.at(0).options());
+  at::Tensor flat = scratch.take(total, tensors.at(0).options());
   int64_t offset = 0;
   for (const at::Tensor& t : tensors) {
     copyInto(flat.narrow(0, offset, t.numel()), t.reshape({-1}));
@@ -444,13 +445,16 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<a
     checkSame(t, tensors[0], "allreduce_coalesced");
   }
   const fwRedOp_t op = fwOpOf(opts.reduceOp, tensors[0]);
-  at::Tensor flat = flatten(tensors);
+  at::Tensor flat = flatten(tensors, *scratch_);
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIallReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, r)
              : fwAllReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, s);
   };
   auto out = tensors;
-  Finish finish = [flat, out]() mutable { unflattenInto(flat, out); };
+  Finish finish = [flat, out, scratch = scratch_]() mutable {
+    unflattenInto(flat, out);
+    scratch->give(flat);
+  };
   return launch(c10d::OpType::ALLREDUCE_COALESCED, flat, tensors, call, finish, "allreduce_coalesced",
                 opts.asyncOp, tensors);
 }
@@ -495,14 +499,17 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
     TORCH_CHECK_VALUE(o.numel() == in.numel(), "fairway: all_gather: an output has ", o.numel(),
                       " elements, the input ", in.numel());
   }
-  at::Tensor flat = at::empty({static_cast<int64_t>(in.numel()) * getSize()}, in.options());
+  at::Tensor flat = scratch_->take(static_cast<int64_t>(in.numel()) * getSize(), in.options());
   at::Tensor input = in;
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIallGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, r)
              : fwAllGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, s);
   };
   auto out = outputs[0];
-  Finish finish = [input, flat, out]() mutable { unflattenInto(flat, out); };
+  Finish finish = [input, flat, out, scratch = scratch_]() mutable {
+    unflattenInto(flat, out);
+    scratch->give(flat);
+  };
   return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
 }
 
@@ -529,8 +536,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
                         inputs[i].numel());
     }
   }
-  at::Tensor packed = flatten(inputs);
-  at::Tensor gathered = at::empty({packed.numel() * getSize()}, packed.options());
+  at::Tensor packed = flatten(inputs, *scratch_);
+  at::Tensor gathered = scratch_->take(packed.numel() * getSize(), packed.options());
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIallGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, r)
              : fwAllGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, s);
@@ -538,7 +545,11 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
   std::vector<at::Tensor> flatOutputs;
   for (const auto& list : outputLists) flatOutputs.insert(flatOutputs.end(), list.begin(), list.end());
   auto out = flatOutputs;  // rank by rank, input by input: the order of `gathered`
-  Finish finish = [packed, gathered, out]() mutable { unflattenInto(gathered, out); };
+  Finish finish = [packed, gathered, out, scratch = scratch_]() mutable {
+    unflattenInto(gathered, out);
+    scratch->give(packed);
+    scratch->give(gathered);
+  };
   return launch(c10d::OpType::ALLGATHER_COALESCED, packed, flatOutputs, call, finish, "all_gather_coalesced",
                 opts.asyncOp, inputs);
 }
@@ -557,8 +568,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
                       " elements, not ", getSize(), " x ", inputs[i].numel());
   }
   // One allgather of the packed inputs; rank r's block holds every input.
-  at::Tensor packed = flatten(inputs);
-  at::Tensor gathered = at::empty({packed.numel() * getSize()}, packed.options());
+  at::Tensor packed = flatten(inputs, *scratch_);
+  at::Tensor gathered = scratch_->take(packed.numel() * getSize(), packed.options());
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIallGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, r)
              : fwAllGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, s);
@@ -568,7 +579,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
   std::vector<int64_t> sizes;
   for (const at::Tensor& t : inputs) sizes.push_back(t.numel());
   const int64_t block = packed.numel();
-  Finish finish = [packed, gathered, out, sizes, n, block]() mutable {
+  Finish finish = [packed, gathered, out, sizes, n, block, scratch = scratch_]() mutable {
     for (int r = 0; r < n; ++r) {
       int64_t offset = 0;
       for (size_t i = 0; i < out.size(); ++i) {
@@ -576,6 +587,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
         offset += sizes[i];
       }
     }
+    scratch->give(packed);
+    scratch->give(gathered);
   };
   return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "all_gather_into_tensor_coalesced",
                 opts.asyncOp, inputs);
@@ -602,7 +615,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                       "fairway: gather: only the root passes output tensors");
   }
-  at::Tensor flat = isRoot ? at::empty({in.numel() * getSize()}, in.options()) : at::Tensor();
+  at::Tensor flat = isRoot ? scratch_->take(in.numel() * getSize(), in.options()) : at::Tensor();
   at::Tensor input = in;
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     void* recv = isRoot ? flat.data_ptr() : nullptr;
@@ -610,7 +623,12 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
              : fwGather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, s);
   };
   Finish finish = [input]() {};  // alive until done
-  if (isRoot) finish = [input, flat, outList]() mutable { unflattenInto(flat, outList); };
+  if (isRoot) {
+    finish = [input, flat, outList, scratch = scratch_]() mutable {
+      unflattenInto(flat, outList);
+      scratch->give(flat);
+    };
+  }
   return launch(c10d::OpType::GATHER, in, outList, call, finish, "gather", opts.asyncOp);
 }
 
@@ -630,7 +648,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
       TORCH_CHECK_VALUE(i.numel() == out.numel(), "fairway: scatter: an input has ", i.numel(),
                         " elements, the output ", out.numel());
     }
-    flat = flatten(inputs[0]);
+    flat = flatten(inputs[0], *scratch_);
   } else {
     TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                       "fairway: scatter: only the root passes input tensors");
@@ -641,7 +659,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
     return r ? fwIscatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, r)
              : fwScatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, s);
   };
-  Finish keep = [flat]() {};  // the packed input lives until the scatter is done
+  Finish keep = [flat, scratch = scratch_]() { scratch->give(flat); };  // alive until the scatter is done
   return launch(c10d::OpType::SCATTER, output, outputs, call, keep, "scatter", opts.asyncOp);
 }
 
@@ -652,13 +670,23 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single(at::Tensor&
   checkSame(input, output, "reduce_scatter_tensor");
   TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(), "fairway: reduce_scatter_tensor: input has ",
                     input.numel(), " elements, not ", getSize(), " x ", output.numel());
+  return reduceScatterFlat(output, input, opts, nullptr, "reduce_scatter_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::reduceScatterFlat(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::ReduceScatterOptions& opts,
+                                                                 Finish after, const char* what) {
   const fwRedOp_t op = fwOpOf(opts.reduceOp, input);
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIreduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, r)
              : fwReduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, s);
   };
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
-                        [input]() {} /* alive until done */, "reduce_scatter_tensor", opts.asyncOp);
+  // The input lives until the call is done.
+  Finish finish = [input, after]() {
+    if (after) after();
+  };
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call, finish, what,
+                opts.asyncOp);
 }
 
 namespace {
@@ -731,9 +759,10 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter(std::vector<at::Te
     TORCH_CHECK_VALUE(i.numel() == out.numel(), "fairway: reduce_scatter: an input has ", i.numel(),
                       " elements, the output ", out.numel());
   }
-  at::Tensor flat = flatten(inputs[0]);
+  at::Tensor flat = flatten(inputs[0], *scratch_);
   at::Tensor output = out;
-  return reduce_scatter_single(output, flat, opts);
+  return reduceScatterFlat(output, flat, opts, [flat, scratch = scratch_]() { scratch->give(flat); },
+                           "reduce_scatter");
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
@@ -756,15 +785,19 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < inputs.size(); ++i) pieces.push_back(inputs[i].view({-1}).narrow(0, r * sizes[i], sizes[i]));
   }
-  at::Tensor packed = flatten(pieces);
-  at::Tensor reduced = at::empty({block}, packed.options());
+  at::Tensor packed = flatten(pieces, *scratch_);
+  at::Tensor reduced = scratch_->take(block, packed.options());
   const fwRedOp_t op = fwOpOf(opts.reduceOp, packed);
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIreduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, r)
              : fwReduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, s);
   };
   auto out = outputs;
-  Finish finish = [packed, reduced, out]() mutable { unflattenInto(reduced, out); };
+  Finish finish = [packed, reduced, out, scratch = scratch_]() mutable {
+    unflattenInto(reduced, out);
+    scratch->give(packed);
+    scratch->give(reduced);
+  };
   return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "reduce_scatter_tensor_coalesced",
                 opts.asyncOp, inputs);
 }
@@ -841,11 +874,15 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>&
     inSplits.push_back(inputs[r].numel());
     outSplits.push_back(outputs[r].numel());
   }
-  at::Tensor packedIn = flatten(inputs);
-  at::Tensor packedOut = at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t{0})},
-                                   packedIn.options());
+  at::Tensor packedIn = flatten(inputs, *scratch_);
+  at::Tensor packedOut =
+      scratch_->take(std::accumulate(outSplits.begin(), outSplits.end(), int64_t{0}), packedIn.options());
   auto out = outputs;
-  Finish copyOut = [packedOut, out]() mutable { unflattenInto(packedOut, out); };
+  Finish copyOut = [packedIn, packedOut, out, scratch = scratch_]() mutable {
+    unflattenInto(packedOut, out);
+    scratch->give(packedIn);
+    scratch->give(packedOut);
+  };
   return allToAllv(c10d::OpType::ALLTOALL, "all_to_all", packedOut, packedIn, outSplits, inSplits, outputs, copyOut,
                    opts.asyncOp);
 }

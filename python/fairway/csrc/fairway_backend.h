@@ -17,10 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include <memory>
+
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "scratch_pool.h"
 
 namespace fairway_torch {
 
@@ -204,6 +208,10 @@ class FairwayBackend : public c10d::Backend {
                                                std::vector<at::Tensor> outputs);
   // The profiler's name of an operation: "<name>:<operation>".
   const char* title(c10d::OpType type) const;
+  // reduce_scatter_tensor's call, with `after` run once it is done.
+  c10::intrusive_ptr<c10d::Work> reduceScatterFlat(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::ReduceScatterOptions& opts, Finish after,
+                                                   const char* what);
   void checkRoot(int64_t root, const char* what) const;
   void completionLoop();
   void stopCompletion();
@@ -223,6 +231,8 @@ class FairwayBackend : public c10d::Backend {
   bool stopping_ = false;
   std::thread completer_;
   std::atomic<uint64_t> collectives_{0};
+  // The list forms' temporaries; shared with the completion steps that return them.
+  std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored barriers meet there
   std::string name_;                        // torch's name for the backend
   uint64_t monitoredBarriers_ = 0;
