@@ -8,7 +8,7 @@
 # UndefinedBehaviorSanitizer run of the unit, error, API and collective
 # tests, then each fuzz target for a bounded time (scripts/sanitize.sh).
 # Any failure or sanitizer report fails the run. FAIRWAY_QUICK=1 runs only
-# ctest and pytest.
+# ctest, pytest and the suite subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
