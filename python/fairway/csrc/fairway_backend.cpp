@@ -338,11 +338,11 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
     {
       std::lock_guard<std::mutex> lock(callMutex_);
       result = start(nullptr);  // the blocking form; Fairway orders it after the calls in flight
+      if (result == fwSuccess && coalescing_) coalesced_.push_back(work);
     }
     if (result != fwSuccess) throwFairwayError(result, what);
     if (finish) finish();
     work->finish(nullptr);
-    if (coalescing_) coalesced_.push_back(work);
     return work;
   }
   fwRequest_t request = nullptr;
@@ -379,6 +379,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
                                                           std::vector<c10::Device>{device});
   auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
   work->finish(nullptr);  // the future records an event on the current stream
+  std::lock_guard<std::mutex> lock(callMutex_);  // the region's list, as every caller sees it
   if (coalescing_) {
     coalesced_.push_back(work);
     coalescedDevice_ = device;

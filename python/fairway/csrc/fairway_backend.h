@@ -236,6 +236,7 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored barriers meet there
   std::string name_;                        // torch's name for the backend
   uint64_t monitoredBarriers_ = 0;
+  // Guarded by callMutex_, as the calls are.
   bool coalescing_ = false;  // between startCoalescing and endCoalescing
   std::vector<c10::intrusive_ptr<FairwayWork>> coalesced_;  // the region's Works so far
   std::optional<at::Device> coalescedDevice_;  // where the region's CUDA calls ran, if any
