@@ -220,13 +220,32 @@ bool FairwayWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-// The profiler keeps the pointer it is given: each title is made once and
-// kept for the life of the process (a handful: names x operations).
-const char* FairwayBackend::title(c10d::OpType type) const {
+// The profiler keeps the pointer it is given: each title is made once, when
+// the backend is made, and kept for the life of the process (a handful:
+// names x operations); a call only looks its title up.
+void FairwayBackend::makeTitles() {
   static std::mutex mutex;
-  static std::set<std::string> titles;
+  static std::set<std::string> interned;
   std::lock_guard<std::mutex> lock(mutex);
-  return titles.insert(name_ + ":" + operationName(type)).first->c_str();
+  for (size_t i = 0; i < titles_.size(); ++i) {
+    const auto type = static_cast<c10d::OpType>(i);
+    titles_[i] = interned.insert(name_ + ":" + operationName(type)).first->c_str();
+  }
+  otherTitle_ = interned.insert(name_ + ":operation").first->c_str();
+}
+
+const char* FairwayBackend::title(c10d::OpType type) const {
+  const auto index = static_cast<size_t>(type);
+  return index < titles_.size() ? titles_[index] : otherTitle_;
+}
+
+FairwayBackend::Finish FairwayBackend::copyOutAndRelease(at::Tensor flat, std::vector<at::Tensor> outputs,
+                                                          std::vector<at::Tensor> temporaries) const {
+  return [flat, outputs, temporaries, scratch = scratch_]() mutable {
+    unflattenInto(flat, outputs);
+    scratch->give(flat);
+    for (const at::Tensor& t : temporaries) scratch->give(t);
+  };
 }
 
 void FairwayBackend::checkRoot(int64_t root, const char* what) const {
@@ -239,6 +258,7 @@ void FairwayBackend::checkRoot(int64_t root, const char* what) const {
 FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                std::chrono::milliseconds timeout, std::string name)
     : c10d::Backend(rank, size), timeout_(timeout), store_(store), name_(std::move(name)) {
+  makeTitles();
   fwUniqueId id;
   if (rank == 0) {
     const fwResult_t made = fwGetUniqueId(&id);
@@ -272,6 +292,7 @@ FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int
 FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
                                c10::intrusive_ptr<c10d::Store> store, std::string name)
     : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), store_(std::move(store)), name_(std::move(name)) {
+  makeTitles();
   completer_ = std::thread([this] { completionLoop(); });
 }
 
@@ -452,10 +473,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<a
              : fwAllReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, s);
   };
   auto out = tensors;
-  Finish finish = [flat, out, scratch = scratch_]() mutable {
-    unflattenInto(flat, out);
-    scratch->give(flat);
-  };
+  Finish finish = copyOutAndRelease(flat, out);
   return launch(c10d::OpType::ALLREDUCE_COALESCED, flat, tensors, call, finish, "allreduce_coalesced",
                 opts.asyncOp, tensors);
 }
@@ -507,10 +525,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
              : fwAllGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, s);
   };
   auto out = outputs[0];
-  Finish finish = [input, flat, out, scratch = scratch_]() mutable {
-    unflattenInto(flat, out);
-    scratch->give(flat);
-  };
+  Finish finish = [input, copyOut = copyOutAndRelease(flat, out)]() { copyOut(); };  // input alive until done
   return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
 }
 
@@ -546,11 +561,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
   std::vector<at::Tensor> flatOutputs;
   for (const auto& list : outputLists) flatOutputs.insert(flatOutputs.end(), list.begin(), list.end());
   auto out = flatOutputs;  // rank by rank, input by input: the order of `gathered`
-  Finish finish = [packed, gathered, out, scratch = scratch_]() mutable {
-    unflattenInto(gathered, out);
-    scratch->give(packed);
-    scratch->give(gathered);
-  };
+  Finish finish = copyOutAndRelease(gathered, out, {packed});
   return launch(c10d::OpType::ALLGATHER_COALESCED, packed, flatOutputs, call, finish, "all_gather_coalesced",
                 opts.asyncOp, inputs);
 }
@@ -625,10 +636,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
   };
   Finish finish = [input]() {};  // alive until done
   if (isRoot) {
-    finish = [input, flat, outList, scratch = scratch_]() mutable {
-      unflattenInto(flat, outList);
-      scratch->give(flat);
-    };
+    finish = [input, copyOut = copyOutAndRelease(flat, outList)]() { copyOut(); };
   }
   return launch(c10d::OpType::GATHER, in, outList, call, finish, "gather", opts.asyncOp);
 }
@@ -794,11 +802,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
              : fwReduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, s);
   };
   auto out = outputs;
-  Finish finish = [packed, reduced, out, scratch = scratch_]() mutable {
-    unflattenInto(reduced, out);
-    scratch->give(packed);
-    scratch->give(reduced);
-  };
+  Finish finish = copyOutAndRelease(reduced, out, {packed});
   return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "reduce_scatter_tensor_coalesced",
                 opts.asyncOp, inputs);
 }
@@ -879,11 +883,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>&
   at::Tensor packedOut =
       scratch_->take(std::accumulate(outSplits.begin(), outSplits.end(), int64_t{0}), packedIn.options());
   auto out = outputs;
-  Finish copyOut = [packedIn, packedOut, out, scratch = scratch_]() mutable {
-    unflattenInto(packedOut, out);
-    scratch->give(packedIn);
-    scratch->give(packedOut);
-  };
+  Finish copyOut = copyOutAndRelease(packedOut, out, {packedIn});
   return allToAllv(c10d::OpType::ALLTOALL, "all_to_all", packedOut, packedIn, outSplits, inSplits, outputs, copyOut,
                    opts.asyncOp);
 }

@@ -7,6 +7,7 @@
 
 #include <fairway/fairway.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -206,8 +207,15 @@ class FairwayBackend : public c10d::Backend {
   // A Work already complete (an operation that ran on the calling thread).
   c10::intrusive_ptr<c10d::Work> completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                std::vector<at::Tensor> outputs);
-  // The profiler's name of an operation: "<name>:<operation>".
+  // The profiler's name of an operation: "<name>:<operation>", made once
+  // per backend (makeTitles) for every OpType below titles_.size().
   const char* title(c10d::OpType type) const;
+  void makeTitles();
+  // The completion step of a call through pooled temporaries: `flat`
+  // copied out to `outputs` in order, then `flat` and `temporaries` back
+  // to the pool.
+  Finish copyOutAndRelease(at::Tensor flat, std::vector<at::Tensor> outputs,
+                           std::vector<at::Tensor> temporaries = {}) const;
   // reduce_scatter_tensor's call, with `after` run once it is done.
   c10::intrusive_ptr<c10d::Work> reduceScatterFlat(at::Tensor& output, at::Tensor& input,
                                                    const c10d::ReduceScatterOptions& opts, Finish after,
@@ -235,6 +243,8 @@ class FairwayBackend : public c10d::Backend {
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored barriers meet there
   std::string name_;                        // torch's name for the backend
+  std::array<const char*, 32> titles_{};    // by OpType (c10d's run 0 to about 20)
+  const char* otherTitle_ = nullptr;        // any OpType past those
   uint64_t monitoredBarriers_ = 0;
   // Guarded by callMutex_, as the calls are.
   bool coalescing_ = false;  // between startCoalescing and endCoalescing
