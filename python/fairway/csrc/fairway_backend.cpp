@@ -987,8 +987,8 @@ void FairwayBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wai
       store_->wait({releasedKey}, std::max(timeout, std::chrono::milliseconds(1)));
       const std::vector<uint8_t> value = store_->get(releasedKey);
       verdict.assign(value.begin(), value.end());
-    } catch (const std::exception& e) {
-      verdict = std::string("no word from rank 0 within ") + std::to_string(timeout.count()) + " ms";
+    } catch (const std::exception& e) {  // the store's timeout, or the store gone: said, not swallowed
+      verdict = std::string("no word from rank 0 within ") + std::to_string(timeout.count()) + " ms: " + e.what();
     }
     if (verdict == "passed") return;
     TORCH_CHECK_WITH(DistBackendError, false, "Rank ", me, " successfully reached monitoredBarrier, but received "
