@@ -212,6 +212,29 @@ FAIRWAY_API fwResult_t fwIsend(const void* sendbuff, size_t count, fwDataType_t 
 FAIRWAY_API fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype,
     int peer, fwComm_t comm, fwRequest_t* request);
 
+/* ---- Tagged messages and receives from any source (host buffers) ----
+ * Messages of one tag between a pair of ranks match in call order; messages
+ * of different tags match independently of each other. fwSend and fwRecv
+ * are tag 0. Tags run from 0 to FAIRWAY_MAX_TAG.
+ * A receive whose peer is FAIRWAY_ANY_SOURCE takes the first message of its
+ * tag to arrive from any rank (this one included), never one that its
+ * sender sent after another of the same tag not yet received; a blocking
+ * one fails with fwTimeout after FAIRWAY_TIMEOUT_MS without a message.
+ * source (may be NULL) gets the sender's rank once the receive completes.
+ * Device buffers take tag 0 and a named peer (a receive from any source
+ * or another tag is fwInvalidUsage there): device messages match in call
+ * order, as NCCL's do. */
+#define FAIRWAY_ANY_SOURCE (-1)
+#define FAIRWAY_MAX_TAG 262143
+FAIRWAY_API fwResult_t fwSendTagged(const void* sendbuff, size_t count, fwDataType_t datatype,
+    int peer, int tag, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwRecvTagged(void* recvbuff, size_t count, fwDataType_t datatype,
+    int peer, int tag, int* source, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwIsendTagged(const void* sendbuff, size_t count, fwDataType_t datatype,
+    int peer, int tag, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIrecvTagged(void* recvbuff, size_t count, fwDataType_t datatype,
+    int peer, int tag, int* source, fwComm_t comm, fwRequest_t* request);
+
 /* ---- Compressed collectives ----
  * The payload crosses the network compressed; everything else is the plain
  * collective's contract. Each element is quantized at most twice end to

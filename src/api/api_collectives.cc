@@ -1,4 +1,5 @@
-// C entry points for collectives, point-to-point messages and requests.
+// C entry points for collectives and requests (point-to-point messages:
+// api_messages.cc).
 // Each builds a CollectiveArgs, validates it, and runs it now or queues it.
 #include "api/handles.h"
 #include "api/validate.h"
@@ -103,70 +104,15 @@ fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, CollectiveArgs args,
   return reportToCaller(st.withContext(collectiveName(args.kind)));
 }
 
-Status postMessage(bool isSend, fwComm_t comm, const void* buf, size_t count, fwDataType_t datatype, int peer,
-                   Pending* out) {
-  Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
-  FW_RETURN_IF_ERROR(
-      validatePointToPoint(buf, count, datatype, peer, impl->size(), isSend ? "sendbuff" : "recvbuff"));
-  size_t bytes = count * datatypeSize(datatype);
-  return isSend ? impl->postSend(buf, bytes, peer, out) : impl->postRecv(const_cast<void*>(buf), bytes, peer, out);
-}
-
-Status runBlockingMessage(bool isSend, fwComm_t comm, fwStream_t stream, const void* buf, size_t count,
-                          fwDataType_t datatype, int peer) {
-  Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
-  FW_RETURN_IF_ERROR(
-      validatePointToPoint(buf, count, datatype, peer, impl->size(), isSend ? "sendbuff" : "recvbuff"));
-  // An empty message with a stream takes the device path too, as an empty
-  // collective does, so it stays in step with its peer's device messages.
-  const bool device = count > 0 ? impl->memoryTypeOf(buf) == MemoryType::Cuda
-                                : stream != nullptr && impl->hasDevicePath();
-  if (device) {
-    return isSend ? impl->deviceSend(buf, count, datatype, peer, stream)
-                  : impl->deviceRecv(const_cast<void*>(buf), count, datatype, peer, stream);
-  }
-  FW_RETURN_IF_ERROR(validateHostStream(stream));
-  Pending pending;
-  FW_RETURN_IF_ERROR(postMessage(isSend, comm, buf, count, datatype, peer, &pending));
-  return impl->messenger().wait(&pending);
-}
-
-fwResult_t blockingMessage(bool isSend, fwComm_t comm, fwStream_t stream, const void* buf, size_t count,
-                           fwDataType_t datatype, int peer) {
-  return reportToCaller(
-      runBlockingMessage(isSend, comm, stream, buf, count, datatype, peer).withContext(isSend ? "send" : "recv"));
-}
-
-fwResult_t nonBlockingMessage(bool isSend, fwComm_t comm, const void* buf, size_t count, fwDataType_t datatype,
-                              int peer, fwRequest_t* request) {
-  if (request == nullptr) return reportToCaller(Status(fwInvalidPointer, "request is NULL"));
-  *request = nullptr;
-  Pending pending;
-  Communicator* impl = nullptr;
-  Status st = lookupComm(comm, &impl);
-  if (st.isOk() && count > 0 && impl->memoryTypeOf(buf) == MemoryType::Cuda) {
-    st = Status(fwInvalidUsage, "non-blocking calls take host buffers; device buffers go to the blocking call "
-                                "with a stream");
-  }
-  if (st.isOk()) st = postMessage(isSend, comm, buf, count, datatype, peer, &pending);
-  if (st.isOk()) {
-    auto state = std::make_shared<RequestState>();
-    state->comm = comm;
-    state->what = isSend ? "isend" : "irecv";
-    state->message = pending;
-    *request = registerRequest(std::move(state));
-  }
-  return reportToCaller(st.withContext(isSend ? "isend" : "irecv"));
-}
-
 // A send/recv request needs its communicator alive to make progress.
-Status messengerOf(const RequestState& request, Messenger** out) {
-  Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(lookupComm(request.comm, &impl).withContext("the request's communicator"));
-  *out = &impl->messenger();
-  return Status::ok();
+Status communicatorOf(const RequestState& request, Communicator** out) {
+  return lookupComm(request.comm, out).withContext("the request's communicator");
+}
+
+// A completed receive tells its caller the sender, where it asked.
+void reportSource(const RequestState& request) {
+  if (request.source == nullptr) return;
+  *request.source = request.anySource ? request.anySource->source : request.message.peer;
 }
 
 Status testRequest(RequestState& request, bool* finished) {
@@ -174,16 +120,37 @@ Status testRequest(RequestState& request, bool* finished) {
     *finished = request.operation->isDone();
     return *finished ? request.operation->wait() : Status::ok();
   }
-  Messenger* messenger = nullptr;
-  FW_RETURN_IF_ERROR(messengerOf(request, &messenger));
-  return messenger->test(&request.message, finished);
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(communicatorOf(request, &impl));
+  Pending* message = &request.message;
+  if (request.anySource) {
+    AnySourceReceive& receive = *request.anySource;
+    if (!receive.matched()) {
+      impl->messenger().progressIfIdle();
+      FW_RETURN_IF_ERROR(impl->pointToPoint().matchAnySource(&receive));
+      if (!receive.matched()) {
+        *finished = false;
+        return Status::ok();
+      }
+    }
+    message = &receive.message;
+  }
+  FW_RETURN_IF_ERROR(impl->messenger().test(message, finished));
+  if (*finished) reportSource(request);
+  return Status::ok();
 }
 
 Status waitRequest(RequestState& request) {
   if (request.operation) return request.operation->wait();
-  Messenger* messenger = nullptr;
-  FW_RETURN_IF_ERROR(messengerOf(request, &messenger));
-  return messenger->wait(&request.message);
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(communicatorOf(request, &impl));
+  if (request.anySource) {
+    FW_RETURN_IF_ERROR(impl->pointToPoint().waitAnySource(request.anySource.get()));
+  } else {
+    FW_RETURN_IF_ERROR(impl->messenger().wait(&request.message));
+  }
+  reportSource(request);
+  return Status::ok();
 }
 
 }  // namespace
@@ -230,13 +197,6 @@ fwResult_t fwScatter(const void* sendbuff, void* recvbuff, size_t recvcount, fwD
 fwResult_t fwBarrier(fwComm_t comm, fwStream_t stream) {
   return blocking(comm, stream, makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8));
 }
-fwResult_t fwSend(const void* sendbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
-                  fwStream_t stream) {
-  return blockingMessage(true, comm, stream, sendbuff, count, datatype, peer);
-}
-fwResult_t fwRecv(void* recvbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm, fwStream_t stream) {
-  return blockingMessage(false, comm, stream, recvbuff, count, datatype, peer);
-}
 
 fwResult_t fwIallReduce(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype, fwRedOp_t op,
                         fwComm_t comm, fwRequest_t* request) {
@@ -282,14 +242,6 @@ fwResult_t fwIscatter(const void* sendbuff, void* recvbuff, size_t recvcount, fw
 }
 fwResult_t fwIbarrier(fwComm_t comm, fwRequest_t* request) {
   return nonBlocking(comm, request, makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8));
-}
-fwResult_t fwIsend(const void* sendbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
-                   fwRequest_t* request) {
-  return nonBlockingMessage(true, comm, sendbuff, count, datatype, peer, request);
-}
-fwResult_t fwIrecv(void* recvbuff, size_t count, fwDataType_t datatype, int peer, fwComm_t comm,
-                   fwRequest_t* request) {
-  return nonBlockingMessage(false, comm, recvbuff, count, datatype, peer, request);
 }
 
 fwResult_t fwAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, fwDataType_t datatype,

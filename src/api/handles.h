@@ -11,13 +11,15 @@
 
 namespace fairway {
 
-// What a request handle stands for: a queued collective, or a posted
-// send/recv on its communicator.
+// What a request handle stands for: a queued collective, a posted
+// send/recv, or a receive from any source not yet matched, on its communicator.
 struct RequestState {
   fwComm_t comm = nullptr;
   const char* what = "";                          // the call that made it, for messages
   std::shared_ptr<AsyncOperation> operation;      // a collective
   Pending message;                                // or a send/recv
+  std::unique_ptr<AnySourceReceive> anySource;    // or a receive from any source
+  int* source = nullptr;                          // a receive's caller's place for the sender, or null
 };
 
 fwComm_t registerComm(std::unique_ptr<Communicator> impl);

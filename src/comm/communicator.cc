@@ -221,7 +221,7 @@ Communicator::Communicator(const Config& config, const Selector& selector,
                            LocalMachine* machine, const NetDeviceChoice& net)
     : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout), plan_(plan),
       netDevice_(net),
-      machine_(machine), sentTo_(messenger_->size(), 0), receivedFrom_(messenger_->size(), 0) {
+      machine_(machine), pointToPoint_(*messenger_, messenger_->rank(), messenger_->size()) {
   if (selector_.deviceRoutes().present) device_ = std::make_unique<DeviceCollectives>(*this);
 }
 
@@ -352,32 +352,6 @@ Status Communicator::startReserved(uint32_t collectives, std::function<Status(ui
   nextSequence_ += collectives;
   executor_.submit([fn = std::move(fn), first] { return fn(first); });
   return Status::ok();
-}
-
-uint64_t Communicator::reserveSendNumber(int peer) {
-  std::lock_guard<std::mutex> lock(pointToPointMutex_);
-  return sentTo_[peer]++;
-}
-
-uint64_t Communicator::reserveRecvNumber(int peer) {
-  std::lock_guard<std::mutex> lock(pointToPointMutex_);
-  return receivedFrom_[peer]++;
-}
-
-Status Communicator::postSendNumbered(const void* buf, size_t bytes, int peer, uint64_t number, Pending* out) {
-  return messenger_->send(peer, buf, bytes, Tag::pointToPoint(rank(), number), out);
-}
-
-Status Communicator::postRecvNumbered(void* buf, size_t bytes, int peer, uint64_t number, Pending* out) {
-  return messenger_->recv(peer, buf, bytes, Tag::pointToPoint(peer, number), out);
-}
-
-Status Communicator::postSend(const void* buf, size_t bytes, int peer, Pending* out) {
-  return postSendNumbered(buf, bytes, peer, reserveSendNumber(peer), out);
-}
-
-Status Communicator::postRecv(void* buf, size_t bytes, int peer, Pending* out) {
-  return postRecvNumbered(buf, bytes, peer, reserveRecvNumber(peer), out);
 }
 
 Status Communicator::allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence,

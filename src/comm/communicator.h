@@ -14,6 +14,7 @@
 #include "comm/device_collectives.h"
 #include "comm/executor.h"
 #include "comm/messenger.h"
+#include "comm/point_to_point.h"
 #include "comm/scratch.h"
 #include "comm/shm/shm_node.h"
 #include "core/config.h"
@@ -80,16 +81,8 @@ class Communicator {
   Status runReserved(const CollectiveArgs& args, uint32_t sequence, const Reserved& how) {
     return execute(args, sequence, {}, how);
   }
-  // The next point-to-point message numbers to and from peer, reserved in
-  // call order for a message posted later (postSendNumbered/postRecvNumbered).
-  uint64_t reserveSendNumber(int peer);
-  uint64_t reserveRecvNumber(int peer);
-  Status postSendNumbered(const void* buf, size_t bytes, int peer, uint64_t number, Pending* out);
-  Status postRecvNumbered(void* buf, size_t bytes, int peer, uint64_t number, Pending* out);
-
-  // Point-to-point messages, matched in order per pair of ranks.
-  Status postSend(const void* buf, size_t bytes, int peer, Pending* out);
-  Status postRecv(void* buf, size_t bytes, int peer, Pending* out);
+  // Point-to-point messages: tagged, numbered in call order, from any source.
+  PointToPoint& pointToPoint() { return pointToPoint_; }
   Messenger& messenger() { return *messenger_; }
   const RankLayout& layout() const { return layout_; }
   const TransportPlan& plan() const { return plan_; }
@@ -135,9 +128,7 @@ class Communicator {
   HostDataSpace hostSpace_{scratch_};
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
   std::atomic<unsigned> compressionLogged_{0};  // collectives whose rule rank 0 has logged
-  std::mutex pointToPointMutex_;
-  std::vector<uint64_t> sentTo_;
-  std::vector<uint64_t> receivedFrom_;
+  PointToPoint pointToPoint_;
   std::unique_ptr<DeviceCollectives> device_;  // null on machines without a CUDA device
   std::unique_ptr<SharedMemoryNode> shm_;      // null where the node has no segment
   Executor executor_;  // last: its worker must stop before the rest goes

@@ -280,13 +280,15 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
 // UCX sends from or receives into the device buffer itself.
 Status DeviceCollectives::directSend(const void* buf, size_t bytes, int peer, uint64_t number) {
   Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postSendNumbered(buf, bytes, peer, number, &pending));
+  FW_RETURN_IF_ERROR(
+      comm_.pointToPoint().postSendNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending));
   return comm_.messenger().wait(&pending);
 }
 
 Status DeviceCollectives::directRecv(void* buf, size_t bytes, int peer, uint64_t number) {
   Pending pending;
-  FW_RETURN_IF_ERROR(comm_.postRecvNumbered(buf, bytes, peer, number, &pending));
+  FW_RETURN_IF_ERROR(
+      comm_.pointToPoint().postRecvNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending));
   return comm_.messenger().wait(&pending);
 }
 
@@ -297,7 +299,8 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
     return native_->send(buf, count, datatype, peer, stream);
   }
   const size_t bytes = count * datatypeSize(datatype);
-  const uint64_t number = comm_.reserveSendNumber(peer);  // in call order, like the collectives' numbers
+  // In call order, like the collectives' numbers; device messages carry no tag.
+  const uint64_t number = comm_.pointToPoint().reserveSendNumber(peer, PointToPoint::kDefaultTag);
   const bool fromDevice = ucxDirect();
   return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, fromDevice](uint32_t) {
     return fromDevice ? directSend(buf, bytes, peer, number)
@@ -312,7 +315,7 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
     return native_->recv(buf, count, datatype, peer, stream);
   }
   const size_t bytes = count * datatypeSize(datatype);
-  const uint64_t number = comm_.reserveRecvNumber(peer);
+  const uint64_t number = comm_.pointToPoint().reserveRecvNumber(peer, PointToPoint::kDefaultTag);
   const bool intoDevice = ucxDirect();
   return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, intoDevice](uint32_t) {
     return intoDevice ? directRecv(buf, bytes, peer, number) : stagedRecv(buf, bytes, peer, number);

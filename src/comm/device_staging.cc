@@ -246,7 +246,8 @@ Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, ui
     const size_t len = std::min(slice, bytes - s * slice);
     FW_RETURN_IF_ERROR(device_.copyAsync(b.data(), static_cast<const char*>(buf) + s * slice, len, copyStream_));
     FW_RETURN_IF_ERROR(copier_.wait());
-    FW_RETURN_IF_ERROR(comm_.postSendNumbered(b.data(), len, peer, number, &pending[s % 2]));
+    FW_RETURN_IF_ERROR(comm_.pointToPoint().postSendNumbered(b.data(), len, peer, PointToPoint::kDefaultTag, number,
+                                                             &pending[s % 2]));
   }
   return comm_.messenger().waitAll(pending, 2);
 }
@@ -257,8 +258,8 @@ Status DeviceCollectives::stagedRecv(void* buf, size_t bytes, int peer, uint64_t
   for (StagingBuffer& b : slices_) FW_RETURN_IF_ERROR(b.reserve(std::min(bytes, slice)));
   Pending pending[2];
   auto post = [&](size_t s) {
-    return comm_.postRecvNumbered(slices_[s % 2].data(), std::min(slice, bytes - s * slice), peer, number,
-                                  &pending[s % 2]);
+    return comm_.pointToPoint().postRecvNumbered(slices_[s % 2].data(), std::min(slice, bytes - s * slice), peer,
+                                                 PointToPoint::kDefaultTag, number, &pending[s % 2]);
   };
   for (size_t s = 0; s < std::min<size_t>(2, slices); ++s) FW_RETURN_IF_ERROR(post(s));
   for (size_t s = 0; s < slices; ++s) {

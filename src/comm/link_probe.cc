@@ -25,14 +25,14 @@ Status exchange(Communicator& comm, bool sendFirst, int peer, void* sendBuf, siz
                 size_t recvBytes) {
   Pending send, recv;
   if (sendFirst) {
-    FW_RETURN_IF_ERROR(comm.postSend(sendBuf, sendBytes, peer, &send));
+    FW_RETURN_IF_ERROR(comm.pointToPoint().postSend(sendBuf, sendBytes, peer, PointToPoint::kDefaultTag, &send));
     FW_RETURN_IF_ERROR(comm.messenger().wait(&send));
-    FW_RETURN_IF_ERROR(comm.postRecv(recvBuf, recvBytes, peer, &recv));
+    FW_RETURN_IF_ERROR(comm.pointToPoint().postRecv(recvBuf, recvBytes, peer, PointToPoint::kDefaultTag, &recv));
     return comm.messenger().wait(&recv);
   }
-  FW_RETURN_IF_ERROR(comm.postRecv(recvBuf, recvBytes, peer, &recv));
+  FW_RETURN_IF_ERROR(comm.pointToPoint().postRecv(recvBuf, recvBytes, peer, PointToPoint::kDefaultTag, &recv));
   FW_RETURN_IF_ERROR(comm.messenger().wait(&recv));
-  FW_RETURN_IF_ERROR(comm.postSend(sendBuf, sendBytes, peer, &send));
+  FW_RETURN_IF_ERROR(comm.pointToPoint().postSend(sendBuf, sendBytes, peer, PointToPoint::kDefaultTag, &send));
   return comm.messenger().wait(&send);
 }
 

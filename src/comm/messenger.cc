@@ -159,6 +159,49 @@ Status Messenger::waitAll(Pending* list, size_t count) {
   size_t remaining = 0;
   for (size_t i = 0; i < count; ++i) remaining += list[i].done ? 0 : 1;
   if (remaining == 0) return Status::ok();
+  auto poll = [&](bool* progressed, bool* finished) {
+    Status failure;
+    std::lock_guard<std::mutex> lock(mutex_);
+    progressAll();
+    for (size_t i = 0; i < count && failure.isOk(); ++i) {
+      if (list[i].done) continue;
+      bool done = false;
+      Status st = list[i].via->test(list[i].handle, &done);
+      if (done) {
+        list[i].done = true;
+        --remaining;
+        *progressed = true;
+      }
+      if (!st.isOk()) {
+        failure = (st.code() == fwTransportError && list[i].peer >= 0)
+                      ? Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message())
+                      : st;
+      }
+    }
+    *finished = remaining == 0;
+    return failure;
+  };
+  return waitLoop(poll, [&] { return diagnoseStall(list, count); }, [&] { return timeoutStatus(list, count); },
+                  [&] { cancel(list, count); });
+}
+
+Status Messenger::waitUntil(const std::function<Status(bool* finished)>& poll,
+                            const std::function<Status()>& timedOut) {
+  // Nothing short of poll's success counts as progress: the timeout runs
+  // from the start of the wait.
+  auto progressThenPoll = [&](bool*, bool* finished) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      progressAll();
+    }
+    return poll(finished);
+  };
+  return waitLoop(progressThenPoll, [&] { return checkHealth(); }, timedOut, [] {});
+}
+
+Status Messenger::waitLoop(const std::function<Status(bool* progressed, bool* finished)>& poll,
+                           const std::function<Status()>& diagnose, const std::function<Status()>& timedOut,
+                           const std::function<void()>& abandon) {
   waiters_.fetch_add(1, std::memory_order_acq_rel);
   struct Leave {
     std::atomic<int>& waiters;
@@ -173,32 +216,14 @@ Status Messenger::waitAll(Pending* list, size_t count) {
   unsigned emptyPolls = 0;
   for (;;) {
     bool progressed = false;
-    Status failure;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      progressAll();
-      for (size_t i = 0; i < count && failure.isOk(); ++i) {
-        if (list[i].done) continue;
-        bool done = false;
-        Status st = list[i].via->test(list[i].handle, &done);
-        if (done) {
-          list[i].done = true;
-          --remaining;
-          progressed = true;
-        }
-        if (!st.isOk()) {
-          failure = (st.code() == fwTransportError && list[i].peer >= 0)
-                        ? Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message())
-                        : st;
-        }
-      }
-    }
-    if (failure.isOk() && remaining == 0) return Status::ok();
-    // Peers' failure notices are read by diagnoseStall once the wait idles;
-    // a failure another thread saw shows here at once.
+    bool finished = false;
+    Status failure = poll(&progressed, &finished);
+    if (failure.isOk() && finished) return Status::ok();
+    // Peers' failure notices are read by diagnose once the wait idles; a
+    // failure another thread saw shows here at once.
     if (failure.isOk() && broken_.load(std::memory_order_acquire)) failure = brokenStatus();  // another thread failed
     if (!failure.isOk()) {
-      cancel(list, count);
+      abandon();
       fail(failure);
       return brokenStatus();
     }
@@ -217,18 +242,22 @@ Status Messenger::waitAll(Pending* list, size_t count) {
     if (now - idleSince < spin) continue;
     if (now - lastHealthCheck >= std::chrono::milliseconds(kHealthCheckIntervalMs)) {
       lastHealthCheck = now;
-      failure = diagnoseStall(list, count);
-      if (failure.isOk() && now - idleSince >= std::chrono::milliseconds(config_.timeoutMs)) {
-        failure = timeoutStatus(list, count);
-      }
+      failure = diagnose();
+      if (failure.isOk() && now - idleSince >= std::chrono::milliseconds(config_.timeoutMs)) failure = timedOut();
       if (!failure.isOk()) {
-        cancel(list, count);
+        abandon();
         fail(failure);
         return brokenStatus();
       }
     }
     blockOnEvents(kHealthCheckIntervalMs);
   }
+}
+
+bool Messenger::arrived(int peer, uint64_t tag) {
+  uint64_t found = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return transportOf(peer)->probe(tag, Tag::kFullMask, &found);
 }
 
 void Messenger::blockOnEvents(int timeoutMs) {

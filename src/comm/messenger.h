@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -53,6 +54,13 @@ class Messenger {
   // Waits for every operation in list. On failure the rest are cancelled.
   Status waitAll(Pending* list, size_t count);
   Status wait(Pending* p) { return waitAll(p, 1); }
+  // Progresses the transports until poll sets *finished; bounded as
+  // waitAll is (a failed peer, or FAIRWAY_TIMEOUT_MS, when the error is
+  // timedOut's). poll runs without the transports' lock held.
+  Status waitUntil(const std::function<Status(bool* finished)>& poll, const std::function<Status()>& timedOut);
+  // Whether a message with exactly this tag from peer has arrived and no
+  // receive has claimed it.
+  bool arrived(int peer, uint64_t tag);
   // One round of progress, then whether p completed.
   Status test(Pending* p, bool* done);
   void cancel(Pending* list, size_t count);
@@ -74,6 +82,7 @@ class Messenger {
   void disconnect();
 
   int rank() const { return rank_; }
+  int64_t timeoutMs() const { return config_.timeoutMs; }
   int size() const { return static_cast<int>(peers_.size()); }
   // Whether idle waits give the core away (more ranks than CPUs here).
   bool yieldsWhenIdle() const { return yieldWhenIdle_; }
@@ -83,6 +92,13 @@ class Messenger {
   static constexpr size_t kNoticeBytes = 256;
 
   Status postChecked(Status posted, Pending* out);
+  // The bounded wait behind waitAll and waitUntil: polls until finished;
+  // once idle, asks diagnose for a cause every health-check interval and
+  // timedOut after FAIRWAY_TIMEOUT_MS. On failure it calls abandon (to
+  // cancel what is posted) and breaks the communicator.
+  Status waitLoop(const std::function<Status(bool* progressed, bool* finished)>& poll,
+                  const std::function<Status()>& diagnose, const std::function<Status()>& timedOut,
+                  const std::function<void()>& abandon);
   // Why the operations in list make no progress, or ok if no cause is seen.
   Status diagnoseStall(const Pending* list, size_t count);
   Status checkAbortNotice();

@@ -2,7 +2,8 @@
 //   [63:62] channel: collective, point-to-point, or control (abort notices)
 //   [61:42] source rank (receives match on it, since UCX has no source filter)
 //   collective: [41:18] sequence number, [17:10] signature, [9:0] step
-//   point-to-point: [41:0] per-pair message number
+//   point-to-point: [41:24] the caller's tag, [23:0] message number per
+//   (pair of ranks, tag), wrapping
 // The signature hashes what every rank must agree on (collective, type, op,
 // root, count), so ranks that call different collectives never match each
 // other's messages and the stall is diagnosed as a mismatch instead.
@@ -34,9 +35,12 @@ struct Tag {
            ((static_cast<uint64_t>(sequence) << kSequenceShift) & kSequenceMask) |
            (static_cast<uint64_t>(signature) << kSignatureShift) | (step & kStepMask);
   }
-  static uint64_t pointToPoint(int source, uint64_t messageNumber) {
+  static constexpr int kUserTagShift = 24;
+  static constexpr uint32_t kMaxUserTag = (1u << (kSourceShift - kUserTagShift)) - 1;
+  static constexpr uint64_t kMessageNumberMask = (uint64_t{1} << kUserTagShift) - 1;
+  static uint64_t pointToPoint(int source, uint32_t userTag, uint64_t messageNumber) {
     return channelBits(TagChannel::PointToPoint) | (static_cast<uint64_t>(source) << kSourceShift) |
-           (messageNumber & ((uint64_t{1} << kSourceShift) - 1));
+           (static_cast<uint64_t>(userTag & kMaxUserTag) << kUserTagShift) | (messageNumber & kMessageNumberMask);
   }
   static uint64_t control(int source) {
     return channelBits(TagChannel::Control) | (static_cast<uint64_t>(source) << kSourceShift);

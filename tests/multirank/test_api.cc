@@ -120,6 +120,96 @@ TEST_P(OnNodeLayouts, PointToPointRingExchangeAndSelfMessages) {
   }));
 }
 
+TEST_P(OnNodeLayouts, TaggedMessagesAndReceivesFromAnySource) {
+  const bool split = GetParam();
+  expectAllSucceeded(runRanks(4, [split](const RankContext& ctx) {
+    int failures = 0;
+    poseAsNodes(ctx, split);
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    if (failures) return failures;
+    const int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+
+    // Tags match independently: tag 9 is received before the larger tag 5
+    // message sent ahead of it.
+    const size_t big = 1 << 18;
+    std::vector<float> five(big, static_cast<float>(ctx.rank)), gotFive(big, -1.0f);
+    int32_t nine = 900 + ctx.rank, gotNine = -1;
+    fwRequest_t sends[2];
+    RANK_CHECK(ctx, fwIsendTagged(five.data(), big, fwFloat32, right, 5, comm, &sends[0]) == fwSuccess, "isend 5");
+    RANK_CHECK(ctx, fwIsendTagged(&nine, 1, fwInt32, right, 9, comm, &sends[1]) == fwSuccess, "isend 9");
+    int source = -1;
+    RANK_CHECK(ctx, fwRecvTagged(&gotNine, 1, fwInt32, left, 9, &source, comm, nullptr) == fwSuccess, "recv 9");
+    RANK_CHECK(ctx, gotNine == 900 + left && source == left, "tag 9 payload and source");
+    RANK_CHECK(ctx, fwRecvTagged(gotFive.data(), big, fwFloat32, left, 5, nullptr, comm, nullptr) == fwSuccess,
+               "recv 5");
+    RANK_CHECK(ctx, gotFive.front() == left && gotFive.back() == left, "tag 5 payload");
+    RANK_CHECK(ctx, fwWait(sends[0]) == fwSuccess && fwWait(sends[1]) == fwSuccess, "tagged sends");
+
+    // Receives from any source: every other rank sends rank 0 two messages
+    // of tag 3; rank 0 takes half of them from any source (blocking, then
+    // non-blocking), the rest from each sender by name, and sees each
+    // sender's messages in the order they were sent.
+    const int kEach = 2;
+    if (ctx.rank != 0) {
+      for (int k = 0; k < kEach; ++k) {
+        int32_t value = ctx.rank * 10 + k;
+        RANK_CHECK(ctx, fwSendTagged(&value, 1, fwInt32, 0, 3, comm, nullptr) == fwSuccess, "send to rank 0");
+      }
+    } else {
+      std::vector<int> taken(ctx.nranks, 0);
+      auto expectNext = [&](int from, int32_t value) {
+        RANK_CHECK(ctx, from > 0 && from < ctx.nranks, "source in range");
+        if (from <= 0 || from >= ctx.nranks) return;
+        RANK_CHECK(ctx, value == from * 10 + taken[from], "a sender's messages in order");
+        ++taken[from];
+      };
+      const int anyCount = (ctx.nranks - 1) * kEach / 2;
+      for (int i = 0; i < anyCount; ++i) {
+        int32_t value = -1;
+        int from = -1;
+        if (i % 2 == 0) {
+          RANK_CHECK(ctx, fwRecvTagged(&value, 1, fwInt32, FAIRWAY_ANY_SOURCE, 3, &from, comm, nullptr) == fwSuccess,
+                     "recv from any source");
+        } else {
+          fwRequest_t request;
+          RANK_CHECK(ctx, fwIrecvTagged(&value, 1, fwInt32, FAIRWAY_ANY_SOURCE, 3, &from, comm, &request) == fwSuccess,
+                     "irecv from any source");
+          int done = 0;
+          auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          while (!done && failures == 0 && std::chrono::steady_clock::now() < giveUp) {
+            RANK_CHECK(ctx, fwTest(request, &done) == fwSuccess, "test any source");
+          }
+          RANK_CHECK(ctx, done, "irecv from any source completed within 30 s");
+        }
+        expectNext(from, value);
+      }
+      for (int from = 1; from < ctx.nranks; ++from) {
+        while (failures == 0 && taken[from] < kEach) {
+          int32_t value = -1;
+          RANK_CHECK(ctx, fwRecvTagged(&value, 1, fwInt32, from, 3, nullptr, comm, nullptr) == fwSuccess,
+                     "named recv after any-source ones");
+          expectNext(from, value);
+        }
+      }
+    }
+
+    // Bad tags and peers are refused with a message, and nothing is posted.
+    int32_t x = 0;
+    RANK_CHECK(ctx, fwSendTagged(&x, 1, fwInt32, right, -1, comm, nullptr) == fwInvalidArgument, "negative tag");
+    RANK_CHECK(ctx, fwRecvTagged(&x, 1, fwInt32, left, FAIRWAY_MAX_TAG + 1, nullptr, comm, nullptr) ==
+                        fwInvalidArgument, "tag past FAIRWAY_MAX_TAG");
+    RANK_CHECK(ctx, std::string(fwGetLastErrorMessage()).find("tag") != std::string::npos, "message names the tag");
+    RANK_CHECK(ctx, fwSendTagged(&x, 1, fwInt32, FAIRWAY_ANY_SOURCE, 0, comm, nullptr) == fwInvalidRank,
+               "a send names its peer");
+    RANK_CHECK(ctx, fwIrecvTagged(&x, 1, fwInt32, FAIRWAY_ANY_SOURCE, 0, nullptr, comm, nullptr) == fwInvalidPointer,
+               "no request");
+    RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "barrier");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
 TEST_P(OnNodeLayouts, NonBlockingManyInFlightCompleteInOrder) {
   const bool split = GetParam();
   expectAllSucceeded(runRanks(3, [split](const RankContext& ctx) {

@@ -346,6 +346,44 @@ TEST_F(Faults, StalledPeerTimesOutWithItsName) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// rank 0 receives from any source; rank 1 never sends, and with three
+// ranks rank 2 is killed first.
+int receiveFromNobody(const RankContext& ctx, fwResult_t want, const char* needle) {
+  fwComm_t comm;
+  if (initOrReport(ctx, &comm)) return 1;
+  if (ctx.rank == 2) raise(SIGKILL);
+  if (ctx.rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTimeoutMs));
+    fwCommAbort(comm);
+    return 0;
+  }
+  int32_t value = 0;
+  int source = -1;
+  auto start = Clock::now();
+  fwResult_t r = fwRecvTagged(&value, 1, fwInt32, FAIRWAY_ANY_SOURCE, 4, &source, comm, nullptr);
+  int failures = expectFailure(ctx, r, {want}, needle, start, kTimeoutMs + 1500);
+  if (source != -1) {
+    reportFailure(ctx, "a failed receive reported a source");
+    ++failures;
+  }
+  fwCommAbort(comm);
+  return failures;
+}
+
+TEST_F(Faults, ReceiveFromAnySourceTimesOut) {
+  auto outcomes = runRanks(2, [](const RankContext& ctx) {
+    return receiveFromNobody(ctx, fwTimeout, "no rank sent a message with tag 4");
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
+TEST_F(Faults, ReceiveFromAnySourceEndsWhenAPeerDies) {
+  auto outcomes = runRanks(3, [](const RankContext& ctx) { return receiveFromNobody(ctx, fwRemoteError, "rank 2"); });
+  EXPECT_EQ(outcomes[0].exitCode, 0);
+  EXPECT_EQ(outcomes[1].exitCode, 0);
+  EXPECT_EQ(outcomes[2].exitCode, 128 + SIGKILL);
+}
+
 TEST_F(Faults, AbortReachesPeersWaitingInACollective) {
   auto outcomes = runRanks(3, [](const RankContext& ctx) {
     fwComm_t comm;
