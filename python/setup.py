@@ -82,7 +82,8 @@ class BuildWithLibrary(cpp_extension.BuildExtension.with_options(use_ninja=False
         super().run()
 
 
-sources = ["fairway/csrc/fairway_backend.cpp", "fairway/csrc/module.cpp", "fairway/csrc/scratch_pool.cpp"]
+sources = ["fairway/csrc/fairway_backend.cpp", "fairway/csrc/module.cpp", "fairway/csrc/scratch_pool.cpp",
+           "fairway/csrc/completions.cpp"]
 common = dict(
     libraries=["fairway"],
     # fairway/_C.so finds fairway/lib/libfairway.so.0 wherever the package is.

@@ -1,7 +1,7 @@
 """What the ranks run for the torch semantics beyond plain collectives:
 monitored_barrier, sparse allreduce, the coalescing manager,
-batch_isend_irecv, object collectives on subgroups, profiler events; each
-against gloo's behaviour on the same ranks."""
+batch_isend_irecv, tags and receives from any source, object collectives
+on subgroups, profiler events, the group's name; each against gloo's behaviour on the same ranks."""
 import re
 from datetime import timedelta
 
@@ -166,6 +166,55 @@ def batch_isend_irecv(rank, world):
     return True
 
 
+def tags_and_any_source(rank, world):
+    """Tags match independently (a later tag is received first) and a
+    receive from any source names its sender and keeps each sender's
+    order, on CPU tensors as on gloo."""
+    gloo = dist.new_group(backend="gloo")
+    right, left = (rank + 1) % world, (rank - 1) % world
+    seen = {}
+    for name, group in (("fairway", None), ("gloo", gloo)):
+        first = torch.full((100000,), float(rank))
+        second = torch.full((3,), float(100 + rank))
+        sends = [dist.isend(first, right, group=group, tag=7), dist.isend(second, right, group=group, tag=3)]
+        got_second, got_first = torch.empty(3), torch.empty(100000)
+        dist.recv(got_second, left, group=group, tag=3)
+        dist.recv(got_first, left, group=group, tag=7)
+        for work in sends:
+            work.wait()
+        assert torch.all(got_second == 100 + left) and torch.all(got_first == left), name
+
+        # Every other rank sends rank 0 two numbered messages of tag 5.
+        order = []
+        if rank == 0:
+            for _ in range(2 * (world - 1)):
+                value = torch.empty(1)
+                if len(order) % 2:
+                    work = dist.irecv(value, group=group, tag=5)  # no source: any
+                    work.wait()
+                    source = work._source_rank()
+                else:
+                    source = dist.recv(value, group=group, tag=5)
+                order.append((source, int(value.item())))
+        else:
+            for k in range(2):
+                dist.send(torch.tensor([float(rank * 10 + k)]), 0, group=group, tag=5)
+        by_source = {}
+        for source, value in order:
+            by_source.setdefault(source, []).append(value)
+        seen[name] = by_source
+        dist.barrier(group=group)
+    if rank == 0:
+        assert seen["fairway"] == {r: [r * 10, r * 10 + 1] for r in range(1, world)}, seen["fairway"]
+        assert seen["fairway"] == seen["gloo"]
+    try:
+        dist.send(torch.ones(1), right, tag=-1)
+        raise AssertionError("a negative tag was accepted")
+    except ValueError as error:
+        assert "tag -1" in str(error), error
+    return True
+
+
 def object_collectives_on_subgroups(rank, world):
     """all_gather_object, gather_object, broadcast_object_list and
     scatter_object_list on a subgroup of ranks 1.. (rank 0 not a member)."""
@@ -210,4 +259,40 @@ def profiler_events(rank, world):
     want = {"fairway:all_reduce", "fairway:broadcast", "fairway:all_gather_into_tensor"}
     assert want <= names, sorted(n for n in names if ":" in n)
     assert shapes["fairway:all_reduce"] == [[7, 3]], shapes
+    return True
+
+
+def group_names(rank, world):
+    """A group made with "fairway" is named so (as a gloo group is "gloo"),
+    where DDP's logging data and torch's messages read it; a mixed group
+    keeps each device's backend; DETAIL debugging still wraps fairway's
+    backend with torch's collective checks."""
+    world_group = dist.group.WORLD
+    assert world_group.name() == "fairway", world_group.name()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+    model(torch.ones(2, 4)).sum().backward()
+    assert model._get_ddp_logging_data().get("backend_name") == "fairway"
+    gloo_model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4), process_group=dist.new_group(backend="gloo"))
+    assert gloo_model._get_ddp_logging_data().get("backend_name") == "gloo"
+
+    subgroup = dist.new_group(list(range(world)))
+    assert subgroup.name() == "fairway"
+
+    mixed = dist.new_group(backend="cpu:gloo,cuda:fairway")
+    kinds = {device.type: type(mixed._get_backend(device)).__name__ for device in mixed._device_types}
+    assert kinds == {"cpu": "ProcessGroupGloo", "cuda": "FairwayBackend"}, kinds
+    x = torch.ones(3)
+    dist.all_reduce(x, group=mixed)
+    assert x.tolist() == [world] * 3
+
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    try:
+        checked = dist.new_group(list(range(world)))
+    finally:
+        dist.set_debug_level(dist.DebugLevel.OFF)
+    assert checked.name() == "fairway"
+    assert type(checked._get_backend(torch.device("cpu"))).__name__ == "_ProcessGroupWrapper"
+    x = torch.ones(3)
+    dist.all_reduce(x, group=checked)
+    assert x.tolist() == [world] * 3
     return True

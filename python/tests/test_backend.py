@@ -143,8 +143,17 @@ def test_batch_isend_irecv_matches_gloo(world):
     run_ranks(world, rank_semantics.batch_isend_irecv)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_tags_and_receives_from_any_source_match_gloo(world):
+    run_ranks(world, rank_semantics.tags_and_any_source)
+
+
 def test_object_collectives_on_a_subgroup():
     run_ranks(3, rank_semantics.object_collectives_on_subgroups)
+
+
+def test_groups_carry_the_backend_name_ddp_logs():
+    run_ranks(2, rank_semantics.group_names)
 
 
 def test_profiler_names_each_call():

@@ -172,6 +172,11 @@ FairwayWork::FairwayWork(const char* title, c10d::OpType type, const std::vector
       future_(std::move(future)),
       timeout_(timeout) {}
 
+int FairwayWork::sourceRank() const {
+  if (!source_) return c10d::Work::sourceRank();  // torch's error: not a receive from any source
+  return *source_;
+}
+
 bool FairwayWork::isCompleted() {
   std::lock_guard<std::mutex> lock(mutex_);
   return finished_;
@@ -286,67 +291,33 @@ FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int
   config.timeoutMs = std::max<long long>(1, timeout.count());
   const fwResult_t created = fwCommInitRankConfig(&comm_, size, id, rank, &config);
   if (created != fwSuccess) throwFairwayError(created, "creating the communicator of rank " + std::to_string(rank));
-  completer_ = std::thread([this] { completionLoop(); });
 }
 
 FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
                                c10::intrusive_ptr<c10d::Store> store, std::string name)
     : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), store_(std::move(store)), name_(std::move(name)) {
   makeTitles();
-  completer_ = std::thread([this] { completionLoop(); });
 }
 
 FairwayBackend::~FairwayBackend() {
-  stopCompletion();
+  completions_.stop();
   if (comm_ != nullptr) fwCommDestroy(comm_);
 }
 
-void FairwayBackend::stopCompletion() {
-  {
-    std::lock_guard<std::mutex> lock(queueMutex_);
-    stopping_ = true;
-  }
-  queued_.notify_all();
-  if (completer_.joinable()) completer_.join();
-}
-
 void FairwayBackend::abort() {
-  stopCompletion();
+  completions_.stop();
   if (comm_ != nullptr) fwCommAbort(comm_);
   comm_ = nullptr;
 }
 
 void FairwayBackend::shutdown() {
-  stopCompletion();
+  completions_.stop();
   if (comm_ != nullptr) fwCommDestroy(comm_);
   comm_ = nullptr;
 }
 
 // Fairway finishes a communicator's calls in call order, so one thread
 // waiting on them in order finishes each Work as soon as it can be.
-void FairwayBackend::completionLoop() {
-  for (;;) {
-    Pending next;
-    {
-      std::unique_lock<std::mutex> lock(queueMutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left
-      next = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    std::exception_ptr error;
-    // A marker (endCoalescing) has no request: the calls before it are done.
-    const fwResult_t result = next.request != nullptr ? fwWait(next.request) : fwSuccess;
-    try {
-      if (result != fwSuccess) throwFairwayError(result, next.what);
-      if (next.finish) next.finish();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    next.work->finish(error);
-  }
-}
-
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                        std::vector<at::Tensor> outputs,
                                                        const std::function<fwResult_t(fwRequest_t*)>& start,
@@ -372,10 +343,12 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
     const fwResult_t posted = start(&request);
     if (posted != fwSuccess) throwFairwayError(posted, what);
     if (coalescing_) coalesced_.push_back(work);
-    std::lock_guard<std::mutex> queueLock(queueMutex_);
-    queue_.push_back(Pending{request, work, std::move(finish), what});
+    if (c10d::isP2POp(type)) {
+      completions_.addAnyOrder(request, work, std::move(finish), what);
+    } else {
+      completions_.addInOrder(request, work, std::move(finish), what);
+    }
   }
-  queued_.notify_one();
   return work;
 }
 
@@ -422,7 +395,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const a
                                                       std::vector<at::Tensor> outputs, const Call& call,
                                                       Finish finish, const char* what, bool asyncOp,
                                                       const std::vector<at::Tensor>& inputs) {
-  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++collectives_;
+  if (!c10d::isP2POp(type)) ++collectives_;
   const std::vector<at::Tensor> recorded = inputs.empty() ? std::vector<at::Tensor>{anyTensor} : inputs;
   if (anyTensor.is_cuda()) {
     auto work = runDevice(type, anyTensor.device(), recorded, std::move(outputs),
@@ -888,27 +861,51 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>&
                    opts.asyncOp);
 }
 
-c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
+// Messages of one tag between a pair match in call order, as gloo's do. On
+// CUDA tensors the tag is not used: device messages match in call order, as
+// ProcessGroupNCCL's do.
+c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   const at::Tensor& t = single(tensors, "send");
   TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < getSize(), "fairway: send to rank ", dstRank,
                     ", not a rank of this group of ", getSize());
-  // Messages between a pair match in call order; torch's tag is not used.
+  checkTag(tag, "send");
   Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIsend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, r)
-             : fwSend(t.data_ptr(), count(t), fwTypeOf(t), dstRank, comm_, s);
+    return r ? fwIsendTagged(t.data_ptr(), count(t), fwTypeOf(t), dstRank, tag, comm_, r)
+             : fwSendTagged(t.data_ptr(), count(t), fwTypeOf(t), dstRank, s ? 0 : tag, comm_, s);
   };
   return launch(c10d::OpType::SEND, t, tensors, call, nullptr, "send", true);
 }
 
-c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
+c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   const at::Tensor& t = single(tensors, "recv");
   TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < getSize(), "fairway: recv from rank ", srcRank,
-                    ", not a rank of this group of ", getSize(), " (fairway has no receive from any source)");
+                    ", not a rank of this group of ", getSize());
+  checkTag(tag, "recv");
   Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIrecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, r)
-             : fwRecv(t.data_ptr(), count(t), fwTypeOf(t), srcRank, comm_, s);
+    return r ? fwIrecvTagged(t.data_ptr(), count(t), fwTypeOf(t), srcRank, tag, nullptr, comm_, r)
+             : fwRecvTagged(t.data_ptr(), count(t), fwTypeOf(t), srcRank, s ? 0 : tag, nullptr, comm_, s);
   };
   return launch(c10d::OpType::RECV, t, tensors, call, nullptr, "recv", true);
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const at::Tensor& t = single(tensors, "recv");
+  TORCH_CHECK_VALUE(!t.is_cuda(), "fairway: a receive from any source takes a CPU tensor (device messages are "
+                                  "matched in call order from a named rank)");
+  checkTag(tag, "recv");
+  // Written by Fairway when the receive completes, before the Work does.
+  auto source = std::make_shared<int>(-1);
+  Call call = [&](fwStream_t, fwRequest_t* r) {
+    return fwIrecvTagged(t.data_ptr(), count(t), fwTypeOf(t), FAIRWAY_ANY_SOURCE, tag, source.get(), comm_, r);
+  };
+  auto work = launch(c10d::OpType::RECVANYSOURCE, t, tensors, call, nullptr, "recv", true);
+  static_cast<FairwayWork*>(work.get())->reportSource(std::move(source));
+  return work;
+}
+
+void FairwayBackend::checkTag(int tag, const char* what) const {
+  TORCH_CHECK_VALUE(tag >= 0 && tag <= FAIRWAY_MAX_TAG, "fairway: ", what, " with tag ", tag,
+                    ": tags run from 0 to ", FAIRWAY_MAX_TAG);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {
@@ -1064,17 +1061,13 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::endCoalescing() {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto work = c10::make_intrusive<FairwayWork>(title(c10d::OpType::COALESCED), c10d::OpType::COALESCED,
                                                std::vector<at::Tensor>{}, outputs, future, timeout_);
-  // A marker behind the region's calls: reached once they completed.
+  // Completes once the region's calls have, with the first error among them.
   Finish firstError = [works]() {
     for (const auto& w : works) {
       if (w->exception()) std::rethrow_exception(w->exception());
     }
   };
-  {
-    std::lock_guard<std::mutex> lock(queueMutex_);
-    queue_.push_back(Pending{nullptr, work, std::move(firstError), "coalesced operations"});
-  }
-  queued_.notify_one();
+  completions_.addAfter(works, work, std::move(firstError), "coalesced operations");
   return work;
 }
 

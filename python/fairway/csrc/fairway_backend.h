@@ -1,6 +1,6 @@
 // Fairway as a torch.distributed backend: a c10d::Backend over one Fairway
-// communicator. Host tensors go through the non-blocking calls (fwI*) and a
-// completion thread that finishes each Work in call order; CUDA tensors go
+// communicator. Host tensors go through the non-blocking calls (fwI*) and
+// the completion threads that finish their Works (completions.h); CUDA tensors go
 // through the stream-ordered device calls on the current stream, as
 // ProcessGroupNCCL orders them.
 #pragma once
@@ -25,6 +25,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "completions.h"
 #include "scratch_pool.h"
 
 namespace fairway_torch {
@@ -33,7 +34,7 @@ namespace fairway_torch {
 // Fairway's own message, which names the failed rank where there is one.
 [[noreturn]] void throwFairwayError(fwResult_t result, const std::string& what);
 
-// One operation's completion: set once, by the completion thread (host
+// One operation's completion: set once, by a completion thread (host
 // tensors) or at once after enqueueing (CUDA tensors). Under torch's
 // profiler it is an event from the call to its completion, named after the
 // backend and the operation ("fairway:all_reduce") with its inputs' shapes.
@@ -51,10 +52,15 @@ class FairwayWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
 
   void finish(std::exception_ptr error);
+  // A receive from any source: where Fairway writes the sender's rank,
+  // which sourceRank() reads once the Work has completed.
+  void reportSource(std::shared_ptr<int> source) { source_ = std::move(source); }
+  int sourceRank() const override;
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<int> source_;
   std::chrono::milliseconds timeout_;
   mutable std::mutex mutex_;
   std::condition_variable done_;
@@ -78,8 +84,8 @@ class FairwayBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "fairway"; }
   bool supportsSplitting() const override { return true; }
   // Between startCoalescing and endCoalescing, calls are posted as usual;
-  // endCoalescing's Work completes when the last of them has (Fairway
-  // completes a communicator's calls in call order) and fails if any did.
+  // endCoalescing's Work completes when all of them have, and fails if any
+  // did.
   // torch's coalescing manager turns all_reduce, all_gather_into_tensor and
   // reduce_scatter_tensor groups into one *_coalesced call: one Fairway call.
   bool supportsCoalescing() const override { return true; }
@@ -133,6 +139,9 @@ class FairwayBackend : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  // The first message of `tag` to arrive from any rank (CPU tensors); the
+  // Work's sourceRank() names the sender.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   // gloo's monitored barrier, through the group's store rather than the
   // communicator (a rank that never comes must not leave a receive posted):
@@ -166,8 +175,8 @@ class FairwayBackend : public c10d::Backend {
   void shutdown() override;
   fwComm_t comm() const { return comm_; }
 
-  // What runs on the completion thread once a host call's data is in place.
-  using Finish = std::function<void()>;
+  // What runs on a completion thread once a host call's data is in place.
+  using Finish = Completions::Finish;
   // One Fairway call: with a request (host, non-blocking), with neither
   // (host, blocking), or with a stream (CUDA).
   using Call = std::function<fwResult_t(fwStream_t stream, fwRequest_t* request)>;
@@ -221,23 +230,12 @@ class FairwayBackend : public c10d::Backend {
                                                    const c10d::ReduceScatterOptions& opts, Finish after,
                                                    const char* what);
   void checkRoot(int64_t root, const char* what) const;
-  void completionLoop();
-  void stopCompletion();
+  void checkTag(int tag, const char* what) const;
 
   fwComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   std::mutex callMutex_;  // Fairway numbers calls in call order: one caller at a time
-  struct Pending {
-    fwRequest_t request;
-    c10::intrusive_ptr<FairwayWork> work;
-    Finish finish;
-    std::string what;
-  };
-  std::mutex queueMutex_;
-  std::condition_variable queued_;
-  std::deque<Pending> queue_;
-  bool stopping_ = false;
-  std::thread completer_;
+  Completions completions_;  // finishes the host calls' Works
   std::atomic<uint64_t> collectives_{0};
   // The list forms' temporaries; shared with the completion steps that return them.
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();

@@ -5,9 +5,11 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "fairway_backend.h"
+#include "named_process_group.h"
 
 namespace py = pybind11;
 using fairway_torch::FairwayBackend;
+using fairway_torch::NamedProcessGroup;
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Fairway collectives as a torch.distributed backend";
@@ -45,6 +47,14 @@ PYBIND11_MODULE(_C, m) {
            },
            py::arg("output"), py::arg("input"), py::arg("kind"), py::arg("block_size"), py::arg("residual"),
            py::arg("average"), py::arg("async_op"), py::call_guard<py::gil_scoped_release>());
+  // The group torch keeps for a plain "fairway" backend; the store, rank and
+  // size are those of the group torch made and passes to the creator.
+  py::class_<NamedProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<NamedProcessGroup>>(m, "NamedProcessGroup")
+      .def(py::init([](const c10::intrusive_ptr<c10d::ProcessGroup>& madeByTorch, int rank, int size,
+                       const std::string& name) {
+             return c10::make_intrusive<NamedProcessGroup>(madeByTorch->getStore(), rank, size, name);
+           }),
+           py::arg("made_by_torch"), py::arg("rank"), py::arg("size"), py::arg("name"));
   m.def("version", [] {
     int version = 0;
     fwGetVersion(&version);

@@ -1,0 +1,75 @@
+// Finishes the Works of a backend's host calls as Fairway completes them.
+//
+// Collectives complete in call order in Fairway, so one thread waits for
+// each in turn (fwWait: no polling). Messages cannot join that line: a
+// receive's Work must finish when its data is in, whatever collective or
+// message was called before it, or two ranks can each wait for a Work that
+// the other's next call would unblock (gloo finishes each Work on its own).
+// A second thread tests messages, and the markers of coalescing regions,
+// in any order, polling with a backoff while none completes.
+#pragma once
+
+#include <fairway/fairway.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <c10/util/intrusive_ptr.h>
+
+namespace fairway_torch {
+
+class FairwayWork;
+
+class Completions {
+ public:
+  // What runs once a call's data is in place (copies out of temporaries),
+  // before its Work completes; an exception it throws fails the Work.
+  using Finish = std::function<void()>;
+
+  Completions();
+  ~Completions() { stop(); }
+  // Finishes everything queued (each wait bounded by Fairway's timeout),
+  // then ends the threads. Idempotent.
+  void stop();
+
+  // A collective's request, finished in call order.
+  void addInOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork> work, Finish finish, std::string what);
+  // A message's request, finished as soon as it completes.
+  void addAnyOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork> work, Finish finish, std::string what);
+  // A Work finished once every Work of `after` has (a coalescing region);
+  // `finish` may rethrow their first error.
+  void addAfter(std::vector<c10::intrusive_ptr<FairwayWork>> after, c10::intrusive_ptr<FairwayWork> work,
+                Finish finish, std::string what);
+
+ private:
+  struct Entry {
+    fwRequest_t request = nullptr;  // null: a marker, done when `after` all are
+    std::vector<c10::intrusive_ptr<FairwayWork>> after;
+    c10::intrusive_ptr<FairwayWork> work;
+    Finish finish;
+    std::string what;
+  };
+  void inOrderLoop();
+  void anyOrderLoop();
+  // One test of entry (with block, a bounded wait for a message); true
+  // when its Work has been finished.
+  static bool tryFinish(Entry& entry, bool block);
+  static void complete(Entry& entry, fwResult_t result);
+
+  std::mutex mutex_;
+  std::condition_variable inOrderQueued_;
+  std::condition_variable anyOrderQueued_;
+  std::deque<Entry> inOrder_;
+  std::deque<Entry> anyOrderIncoming_;
+  bool stopping_ = false;
+  std::thread inOrderThread_;
+  std::thread anyOrderThread_;
+};
+
+}  // namespace fairway_torch
