@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,33 @@ class OnNodeLayouts : public ::testing::TestWithParam<bool> {};
 
 void poseAsNodes(const RankContext& ctx, bool split) {
   if (split) setenv("FAIRWAY_NODE_ID", ctx.rank % 2 ? "odd" : "even", 1);
+}
+
+// Runs body(ctx, comm) on nranks ranks posing as the layout's nodes, with
+// a communicator made before and destroyed after; body returns its failures.
+void runWithComm(int nranks, bool split, const std::function<int(const RankContext&, fwComm_t)>& body) {
+  expectAllSucceeded(runRanks(nranks, [&](const RankContext& ctx) {
+    int failures = 0;
+    poseAsNodes(ctx, split);
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    if (failures) return failures;
+    failures += body(ctx, comm);
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+// Completes request by fwTest alone, giving up after 30 s.
+int testUntilDone(const RankContext& ctx, fwRequest_t request, const std::string& what) {
+  int failures = 0;
+  int done = 0;
+  auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done && failures == 0 && std::chrono::steady_clock::now() < giveUp) {
+    RANK_CHECK(ctx, fwTest(request, &done) == fwSuccess, "test " + what);
+  }
+  RANK_CHECK(ctx, done, what + " completed within 30 s");
+  return failures;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, OnNodeLayouts, ::testing::Bool(),
@@ -70,13 +98,8 @@ TEST_P(OnNodeLayouts, SplitGroupsByColorAndOrdersByKey) {
 }
 
 TEST_P(OnNodeLayouts, PointToPointRingExchangeAndSelfMessages) {
-  const bool split = GetParam();
-  expectAllSucceeded(runRanks(4, [split](const RankContext& ctx) {
+  runWithComm(4, GetParam(), [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    poseAsNodes(ctx, split);
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
-    if (failures) return failures;
     const size_t n = (1 << 20) + 3;
     std::vector<float> out(n), in(n, -1.0f);
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(ctx.rank * 1000 + i % 1000);
@@ -85,12 +108,7 @@ TEST_P(OnNodeLayouts, PointToPointRingExchangeAndSelfMessages) {
     RANK_CHECK(ctx, fwIrecv(in.data(), n, fwFloat32, left, comm, &recv) == fwSuccess, "irecv");
     RANK_CHECK(ctx, fwIsend(out.data(), n, fwFloat32, right, comm, &send) == fwSuccess, "isend");
     if (failures) return failures;
-    int done = 0;
-    auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!done && failures == 0 && std::chrono::steady_clock::now() < giveUp) {
-      RANK_CHECK(ctx, fwTest(recv, &done) == fwSuccess, "test");
-    }
-    RANK_CHECK(ctx, done, "irecv completed within 30 s");
+    failures += testUntilDone(ctx, recv, "irecv");
     RANK_CHECK(ctx, fwWait(send) == fwSuccess, "wait send");
     bool ok = true;
     for (size_t i = 0; i < n; ++i) ok = ok && in[i] == static_cast<float>(left * 1000 + i % 1000);
@@ -115,19 +133,13 @@ TEST_P(OnNodeLayouts, PointToPointRingExchangeAndSelfMessages) {
     RANK_CHECK(ctx, fwSend(&b, 1, fwInt32, ctx.rank, comm, nullptr) == fwSuccess, "self send 2");
     RANK_CHECK(ctx, fwWait(r1) == fwSuccess && fwWait(r2) == fwSuccess, "self waits");
     RANK_CHECK(ctx, x == 7 && y == 8, "self messages in order");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }));
+  });
 }
 
 TEST_P(OnNodeLayouts, TaggedMessagesAndReceivesFromAnySource) {
-  const bool split = GetParam();
-  expectAllSucceeded(runRanks(4, [split](const RankContext& ctx) {
+  runWithComm(4, GetParam(), [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    poseAsNodes(ctx, split);
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
-    if (failures) return failures;
     const int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
 
     // Tags match independently: tag 9 is received before the larger tag 5
@@ -175,12 +187,7 @@ TEST_P(OnNodeLayouts, TaggedMessagesAndReceivesFromAnySource) {
           fwRequest_t request;
           RANK_CHECK(ctx, fwIrecvTagged(&value, 1, fwInt32, FAIRWAY_ANY_SOURCE, 3, &from, comm, &request) == fwSuccess,
                      "irecv from any source");
-          int done = 0;
-          auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-          while (!done && failures == 0 && std::chrono::steady_clock::now() < giveUp) {
-            RANK_CHECK(ctx, fwTest(request, &done) == fwSuccess, "test any source");
-          }
-          RANK_CHECK(ctx, done, "irecv from any source completed within 30 s");
+          failures += testUntilDone(ctx, request, "irecv from any source");
         }
         expectNext(from, value);
       }
@@ -205,9 +212,8 @@ TEST_P(OnNodeLayouts, TaggedMessagesAndReceivesFromAnySource) {
     RANK_CHECK(ctx, fwIrecvTagged(&x, 1, fwInt32, FAIRWAY_ANY_SOURCE, 0, nullptr, comm, nullptr) == fwInvalidPointer,
                "no request");
     RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "barrier");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }));
+  });
 }
 
 TEST_P(OnNodeLayouts, NonBlockingManyInFlightCompleteInOrder) {
