@@ -155,53 +155,8 @@ Status Messenger::test(Pending* p, bool* done) {
   return Status::ok();
 }
 
-Status Messenger::waitAll(Pending* list, size_t count) {
-  size_t remaining = 0;
-  for (size_t i = 0; i < count; ++i) remaining += list[i].done ? 0 : 1;
-  if (remaining == 0) return Status::ok();
-  auto poll = [&](bool* progressed, bool* finished) {
-    Status failure;
-    std::lock_guard<std::mutex> lock(mutex_);
-    progressAll();
-    for (size_t i = 0; i < count && failure.isOk(); ++i) {
-      if (list[i].done) continue;
-      bool done = false;
-      Status st = list[i].via->test(list[i].handle, &done);
-      if (done) {
-        list[i].done = true;
-        --remaining;
-        *progressed = true;
-      }
-      if (!st.isOk()) {
-        failure = (st.code() == fwTransportError && list[i].peer >= 0)
-                      ? Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message())
-                      : st;
-      }
-    }
-    *finished = remaining == 0;
-    return failure;
-  };
-  return waitLoop(poll, [&] { return diagnoseStall(list, count); }, [&] { return timeoutStatus(list, count); },
-                  [&] { cancel(list, count); });
-}
-
-Status Messenger::waitUntil(const std::function<Status(bool* finished)>& poll,
-                            const std::function<Status()>& timedOut) {
-  // Nothing short of poll's success counts as progress: the timeout runs
-  // from the start of the wait.
-  auto progressThenPoll = [&](bool*, bool* finished) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      progressAll();
-    }
-    return poll(finished);
-  };
-  return waitLoop(progressThenPoll, [&] { return checkHealth(); }, timedOut, [] {});
-}
-
-Status Messenger::waitLoop(const std::function<Status(bool* progressed, bool* finished)>& poll,
-                           const std::function<Status()>& diagnose, const std::function<Status()>& timedOut,
-                           const std::function<void()>& abandon) {
+template <typename Poll, typename Diagnose, typename TimedOut, typename Abandon>
+Status Messenger::waitLoop(Poll&& poll, Diagnose&& diagnose, TimedOut&& timedOut, Abandon&& abandon) {
   waiters_.fetch_add(1, std::memory_order_acq_rel);
   struct Leave {
     std::atomic<int>& waiters;
@@ -252,6 +207,50 @@ Status Messenger::waitLoop(const std::function<Status(bool* progressed, bool* fi
     }
     blockOnEvents(kHealthCheckIntervalMs);
   }
+}
+
+Status Messenger::waitAll(Pending* list, size_t count) {
+  size_t remaining = 0;
+  for (size_t i = 0; i < count; ++i) remaining += list[i].done ? 0 : 1;
+  if (remaining == 0) return Status::ok();
+  auto poll = [&](bool* progressed, bool* finished) {
+    Status failure;
+    std::lock_guard<std::mutex> lock(mutex_);
+    progressAll();
+    for (size_t i = 0; i < count && failure.isOk(); ++i) {
+      if (list[i].done) continue;
+      bool done = false;
+      Status st = list[i].via->test(list[i].handle, &done);
+      if (done) {
+        list[i].done = true;
+        --remaining;
+        *progressed = true;
+      }
+      if (!st.isOk()) {
+        failure = (st.code() == fwTransportError && list[i].peer >= 0)
+                      ? Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message())
+                      : st;
+      }
+    }
+    *finished = remaining == 0;
+    return failure;
+  };
+  return waitLoop(poll, [&] { return diagnoseStall(list, count); }, [&] { return timeoutStatus(list, count); },
+                  [&] { cancel(list, count); });
+}
+
+Status Messenger::waitUntil(const std::function<Status(bool* finished)>& poll,
+                            const std::function<Status()>& timedOut) {
+  // Nothing short of poll's success counts as progress: the timeout runs
+  // from the start of the wait.
+  auto progressThenPoll = [&](bool*, bool* finished) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      progressAll();
+    }
+    return poll(finished);
+  };
+  return waitLoop(progressThenPoll, [&] { return checkHealth(); }, timedOut, [] {});
 }
 
 bool Messenger::arrived(int peer, uint64_t tag) {

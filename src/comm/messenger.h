@@ -92,13 +92,14 @@ class Messenger {
   static constexpr size_t kNoticeBytes = 256;
 
   Status postChecked(Status posted, Pending* out);
-  // The bounded wait behind waitAll and waitUntil: polls until finished;
-  // once idle, asks diagnose for a cause every health-check interval and
-  // timedOut after FAIRWAY_TIMEOUT_MS. On failure it calls abandon (to
-  // cancel what is posted) and breaks the communicator.
-  Status waitLoop(const std::function<Status(bool* progressed, bool* finished)>& poll,
-                  const std::function<Status()>& diagnose, const std::function<Status()>& timedOut,
-                  const std::function<void()>& abandon);
+  // The bounded wait behind waitAll and waitUntil: poll(&progressed,
+  // &finished) until finished; once idle, asks diagnose() for a cause every
+  // health-check interval and timedOut() after FAIRWAY_TIMEOUT_MS. On
+  // failure it calls abandon() (to cancel what is posted) and breaks the
+  // communicator. A template (used in messenger.cc only), so a collective's
+  // waits wrap nothing on the heap.
+  template <typename Poll, typename Diagnose, typename TimedOut, typename Abandon>
+  Status waitLoop(Poll&& poll, Diagnose&& diagnose, TimedOut&& timedOut, Abandon&& abandon);
   // Why the operations in list make no progress, or ok if no cause is seen.
   Status diagnoseStall(const Pending* list, size_t count);
   Status checkAbortNotice();

@@ -316,8 +316,6 @@ void FairwayBackend::shutdown() {
   comm_ = nullptr;
 }
 
-// Fairway finishes a communicator's calls in call order, so one thread
-// waiting on them in order finishes each Work as soon as it can be.
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                        std::vector<at::Tensor> outputs,
                                                        const std::function<fwResult_t(fwRequest_t*)>& start,
