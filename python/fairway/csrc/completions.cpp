@@ -37,16 +37,17 @@ void Completions::addInOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork
                              std::string what) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    inOrder_.push_back(Entry{request, {}, std::move(work), std::move(finish), std::move(what)});
+    inOrder_.push_back(Entry{{request}, fwSuccess, {}, std::move(work), std::move(finish), std::move(what)});
   }
   inOrderQueued_.notify_one();
 }
 
-void Completions::addAnyOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork> work, Finish finish,
-                              std::string what) {
+void Completions::addAnyOrder(std::vector<fwRequest_t> requests, c10::intrusive_ptr<FairwayWork> work,
+                              Finish finish, std::string what) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    anyOrderIncoming_.push_back(Entry{request, {}, std::move(work), std::move(finish), std::move(what)});
+    anyOrderIncoming_.push_back(
+        Entry{std::move(requests), fwSuccess, {}, std::move(work), std::move(finish), std::move(what)});
   }
   anyOrderQueued_.notify_one();
 }
@@ -55,7 +56,8 @@ void Completions::addAfter(std::vector<c10::intrusive_ptr<FairwayWork>> after, c
                            Finish finish, std::string what) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    anyOrderIncoming_.push_back(Entry{nullptr, std::move(after), std::move(work), std::move(finish), std::move(what)});
+    anyOrderIncoming_.push_back(
+        Entry{{}, fwSuccess, std::move(after), std::move(work), std::move(finish), std::move(what)});
   }
   anyOrderQueued_.notify_one();
 }
@@ -81,25 +83,28 @@ void Completions::inOrderLoop() {
       next = std::move(inOrder_.front());
       inOrder_.pop_front();
     }
-    complete(next, fwWait(next.request));
+    complete(next, fwWait(next.requests.front()));
   }
 }
 
 bool Completions::tryFinish(Entry& entry, bool block) {
-  if (entry.request == nullptr) {
+  if (entry.requests.empty()) {
     const bool ready = std::all_of(entry.after.begin(), entry.after.end(),
                                    [](const c10::intrusive_ptr<FairwayWork>& w) { return w->isCompleted(); });
-    if (ready) complete(entry, fwSuccess);
+    if (ready) complete(entry, entry.firstError);
     return ready;
   }
-  if (block) {
-    complete(entry, fwWait(entry.request));
-    return true;
-  }
-  int done = 0;
-  const fwResult_t result = fwTest(entry.request, &done);
-  if (done) complete(entry, result);
-  return done != 0;
+  // A request that completes, or fails, is released and leaves the list.
+  auto finished = [&](fwRequest_t request) {
+    int done = 1;
+    const fwResult_t result = block ? fwWait(request) : fwTest(request, &done);
+    if (done && result != fwSuccess && entry.firstError == fwSuccess) entry.firstError = result;
+    return done != 0;
+  };
+  entry.requests.erase(std::remove_if(entry.requests.begin(), entry.requests.end(), finished), entry.requests.end());
+  if (!entry.requests.empty()) return false;
+  complete(entry, entry.firstError);
+  return true;
 }
 
 void Completions::anyOrderLoop() {

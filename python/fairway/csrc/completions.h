@@ -40,8 +40,9 @@ class Completions {
 
   // A collective's request, finished in call order.
   void addInOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork> work, Finish finish, std::string what);
-  // A message's request, finished as soon as it completes.
-  void addAnyOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork> work, Finish finish, std::string what);
+  // Messages' requests (one call's), finished as soon as all complete.
+  void addAnyOrder(std::vector<fwRequest_t> requests, c10::intrusive_ptr<FairwayWork> work, Finish finish,
+                   std::string what);
   // A Work finished once every Work of `after` has (a coalescing region);
   // `finish` may rethrow their first error.
   void addAfter(std::vector<c10::intrusive_ptr<FairwayWork>> after, c10::intrusive_ptr<FairwayWork> work,
@@ -49,7 +50,8 @@ class Completions {
 
  private:
   struct Entry {
-    fwRequest_t request = nullptr;  // null: a marker, done when `after` all are
+    std::vector<fwRequest_t> requests;  // none: a marker, done when `after` all are
+    fwResult_t firstError = fwSuccess;  // among the requests done so far
     std::vector<c10::intrusive_ptr<FairwayWork>> after;
     c10::intrusive_ptr<FairwayWork> work;
     Finish finish;
@@ -57,8 +59,8 @@ class Completions {
   };
   void inOrderLoop();
   void anyOrderLoop();
-  // One test of entry (with block, a bounded wait for a message); true
-  // when its Work has been finished.
+  // One test of entry's requests (with block, a bounded wait for each);
+  // true when its Work has been finished.
   static bool tryFinish(Entry& entry, bool block);
   static void complete(Entry& entry, fwResult_t result);
 

@@ -342,11 +342,56 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
     if (posted != fwSuccess) throwFairwayError(posted, what);
     if (coalescing_) coalesced_.push_back(work);
     if (c10d::isP2POp(type)) {
-      completions_.addAnyOrder(request, work, std::move(finish), what);
+      completions_.addAnyOrder({request}, work, std::move(finish), what);
     } else {
       completions_.addInOrder(request, work, std::move(finish), what);
     }
   }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, const char* what,
+                                                           const Exchange& exchange,
+                                                           const std::vector<at::Tensor>& inputs,
+                                                           std::vector<at::Tensor> outputs, bool asyncOp) {
+  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
+  ++collectives_;
+  for (const auto& [from, to] : exchange.local) to.copy_(from);
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
+  std::vector<fwRequest_t> requests;
+  fwResult_t posted = fwSuccess;
+  {
+    std::lock_guard<std::mutex> lock(callMutex_);
+    for (const auto& [peer, t] : exchange.receives) {
+      if (posted != fwSuccess) break;
+      requests.push_back(nullptr);
+      posted = fwIrecvTagged(t.data_ptr(), count(t), fwTypeOf(t), peer, kExchangeTag, nullptr, comm_,
+                             &requests.back());
+    }
+    for (const auto& [peer, t] : exchange.sends) {
+      if (posted != fwSuccess) break;
+      requests.push_back(nullptr);
+      posted = fwIsendTagged(t.data_ptr(), count(t), fwTypeOf(t), peer, kExchangeTag, comm_, &requests.back());
+    }
+    if (posted != fwSuccess) requests.pop_back();  // the failed call made no request
+    if (coalescing_) coalesced_.push_back(work);
+    // The tensors live until the messages are done.
+    Finish keep = [sends = exchange.sends, receives = exchange.receives]() {};
+    if (posted == fwSuccess && asyncOp) {
+      completions_.addAnyOrder(std::move(requests), work, std::move(keep), what);
+      return work;
+    }
+  }
+  // Blocking, or a post failed (the communicator is broken: the messages
+  // posted before fail at once).
+  fwResult_t result = posted;
+  for (fwRequest_t request : requests) {
+    const fwResult_t waited = fwWait(request);
+    if (result == fwSuccess) result = waited;
+  }
+  if (result != fwSuccess) throwFairwayError(result, what);
+  work->finish(nullptr);
   return work;
 }
 
@@ -598,6 +643,18 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                       "fairway: gather: only the root passes output tensors");
   }
+  if (!in.is_cuda()) {
+    Exchange exchange;
+    if (!isRoot) exchange.sends.emplace_back(root, in);
+    for (int r = 0; isRoot && r < getSize(); ++r) {
+      if (r == root) {
+        exchange.local.emplace_back(in, outList[r]);
+      } else {
+        exchange.receives.emplace_back(r, outList[r]);
+      }
+    }
+    return runExchange(c10d::OpType::GATHER, "gather", exchange, inputs, outList, opts.asyncOp);
+  }
   at::Tensor flat = isRoot ? scratch_->take(in.numel() * getSize(), in.options()) : at::Tensor();
   at::Tensor input = in;
   Call call = [&](fwStream_t s, fwRequest_t* r) {
@@ -619,7 +676,6 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
   checkRoot(opts.rootRank, "scatter");
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = getRank() == root;
-  at::Tensor flat;
   if (isRoot) {
     TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                       "fairway: scatter: the root takes one list of ", getSize(), " input tensors");
@@ -628,11 +684,24 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
       TORCH_CHECK_VALUE(i.numel() == out.numel(), "fairway: scatter: an input has ", i.numel(),
                         " elements, the output ", out.numel());
     }
-    flat = flatten(inputs[0], *scratch_);
   } else {
     TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                       "fairway: scatter: only the root passes input tensors");
   }
+  if (!out.is_cuda()) {
+    Exchange exchange;
+    if (!isRoot) exchange.receives.emplace_back(root, out);
+    for (int r = 0; isRoot && r < getSize(); ++r) {
+      if (r == root) {
+        exchange.local.emplace_back(inputs[0][r], out);
+      } else {
+        exchange.sends.emplace_back(r, inputs[0][r]);
+      }
+    }
+    return runExchange(c10d::OpType::SCATTER, "scatter", exchange, isRoot ? inputs[0] : std::vector<at::Tensor>{},
+                       outputs, opts.asyncOp);
+  }
+  at::Tensor flat = isRoot ? flatten(inputs[0], *scratch_) : at::Tensor();
   at::Tensor output = out;
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     const void* send = isRoot ? flat.data_ptr() : nullptr;
@@ -850,6 +919,18 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::alltoall(std::vector<at::Tensor>&
     inSplits.push_back(inputs[r].numel());
     outSplits.push_back(outputs[r].numel());
   }
+  if (!inputs[0].is_cuda()) {
+    Exchange exchange;
+    for (int r = 0; r < n; ++r) {
+      if (r == getRank()) {
+        exchange.local.emplace_back(inputs[r], outputs[r]);
+      } else {
+        exchange.sends.emplace_back(r, inputs[r]);
+        exchange.receives.emplace_back(r, outputs[r]);
+      }
+    }
+    return runExchange(c10d::OpType::ALLTOALL, "all_to_all", exchange, inputs, outputs, opts.asyncOp);
+  }
   at::Tensor packedIn = flatten(inputs, *scratch_);
   at::Tensor packedOut =
       scratch_->take(std::accumulate(outSplits.begin(), outSplits.end(), int64_t{0}), packedIn.options());
@@ -902,8 +983,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recvAnysource(std::vector<at::Ten
 }
 
 void FairwayBackend::checkTag(int tag, const char* what) const {
-  TORCH_CHECK_VALUE(tag >= 0 && tag <= FAIRWAY_MAX_TAG, "fairway: ", what, " with tag ", tag,
-                    ": tags run from 0 to ", FAIRWAY_MAX_TAG);
+  TORCH_CHECK_VALUE(tag >= 0 && tag < kExchangeTag, "fairway: ", what, " with tag ", tag, ": tags run from 0 to ",
+                    kExchangeTag - 1);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {

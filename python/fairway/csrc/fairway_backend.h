@@ -191,6 +191,22 @@ class FairwayBackend : public c10d::Backend {
                                          std::vector<at::Tensor> outputs,
                                          const std::function<fwResult_t(fwRequest_t*)>& start, Finish finish,
                                          const char* what, bool asyncOp);
+  // The CPU list forms of all_to_all, gather and scatter move each tensor
+  // straight from its sender to its receiver as one message, with nothing
+  // packed or copied out (Fairway's all-to-all, gather and scatter are
+  // messages between the ranks too): `receives` and `sends` by peer, and
+  // `local` (from, to) copies of this rank's own part. The messages carry
+  // kExchangeTag, which torch's send/recv may not use, so user messages
+  // never meet them; every rank posts a group's calls in the same order.
+  struct Exchange {
+    std::vector<std::pair<int, at::Tensor>> receives;
+    std::vector<std::pair<int, at::Tensor>> sends;
+    std::vector<std::pair<at::Tensor, at::Tensor>> local;
+  };
+  static constexpr int kExchangeTag = FAIRWAY_MAX_TAG;
+  c10::intrusive_ptr<c10d::Work> runExchange(c10d::OpType type, const char* what, const Exchange& exchange,
+                                             const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
+                                             bool asyncOp);
   // A device call: `enqueue` enqueues it on the stream given; returns a Work
   // whose future completes on that stream.
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
