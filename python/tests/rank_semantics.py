@@ -215,6 +215,32 @@ def tags_and_any_source(rank, world):
     return True
 
 
+def list_forms_of_views(rank, world):
+    """gather into, and scatter from, lists of non-contiguous views (the
+    columns of one tensor), and all_to_all of lists: gather and all_to_all
+    as on gloo; scatter against the columns themselves (gloo's scatter
+    reads such views as if they were contiguous)."""
+    gloo = dist.new_group(backend="gloo")
+    results = {}
+    for name, group in (("fairway", None), ("gloo", gloo)):
+        mine = torch.arange(4, dtype=torch.float32) + 10 * rank
+        columns = torch.full((4, world), -1.0)
+        dist.gather(mine, [columns[:, r] for r in range(world)] if rank == 1 else None, dst=1, group=group)
+        source = torch.arange(4 * world, dtype=torch.float32).reshape(4, world) * (rank + 1)
+        part = torch.empty(4)
+        dist.scatter(part, [source[:, r] for r in range(world)] if rank == 0 else None, src=0, group=group)
+        sent = [torch.full((3,), float(rank * world + r)) for r in range(world)]
+        got = [torch.empty(3) for _ in range(world)]
+        dist.all_to_all(got, sent, group=group)
+        results[name] = (columns, part, torch.stack(got))
+    if rank == 1:
+        assert torch.equal(results["fairway"][0], torch.arange(4.0)[:, None] + 10 * torch.arange(world)[None, :])
+    assert torch.equal(results["fairway"][1], torch.arange(4 * world, dtype=torch.float32).reshape(4, world)[:, rank])
+    assert torch.equal(results["fairway"][0], results["gloo"][0])
+    assert torch.equal(results["fairway"][2], results["gloo"][2])
+    return True
+
+
 def object_collectives_on_subgroups(rank, world):
     """all_gather_object, gather_object, broadcast_object_list and
     scatter_object_list on a subgroup of ranks 1.. (rank 0 not a member)."""

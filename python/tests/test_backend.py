@@ -148,6 +148,10 @@ def test_tags_and_receives_from_any_source_match_gloo(world):
     run_ranks(world, rank_semantics.tags_and_any_source)
 
 
+def test_list_forms_of_views_match_gloo():
+    run_ranks(3, rank_semantics.list_forms_of_views)
+
+
 def test_object_collectives_on_a_subgroup():
     run_ranks(3, rank_semantics.object_collectives_on_subgroups)
 

@@ -356,30 +356,48 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
                                                            std::vector<at::Tensor> outputs, bool asyncOp) {
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
   ++collectives_;
-  for (const auto& [from, to] : exchange.local) to.copy_(from);
+  for (const auto& [from, to] : exchange.local) copyInto(to, from);
+  // A message moves a contiguous buffer: a list tensor that is not one (a
+  // gather's or scatter's list may hold views) is sent from a contiguous
+  // copy, or received into one and copied out. Every rank sends the same
+  // messages either way.
+  auto sends = exchange.sends;
+  for (auto& [peer, t] : sends) {
+    if (!t.is_contiguous()) t = t.contiguous();
+  }
+  auto receives = exchange.receives;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copyOut;  // (received, caller's tensor)
+  for (auto& [peer, t] : receives) {
+    if (t.is_contiguous()) continue;
+    at::Tensor staged = at::empty(t.sizes(), t.options());
+    copyOut.emplace_back(staged, t);
+    t = staged;
+  }
+  // Run once the messages are done; holds the tensors until then.
+  Finish finish = [sends, receives, copyOut]() {
+    for (const auto& [received, caller] : copyOut) caller.copy_(received);
+  };
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
   std::vector<fwRequest_t> requests;
   fwResult_t posted = fwSuccess;
   {
     std::lock_guard<std::mutex> lock(callMutex_);
-    for (const auto& [peer, t] : exchange.receives) {
+    for (const auto& [peer, t] : receives) {
       if (posted != fwSuccess) break;
       requests.push_back(nullptr);
       posted = fwIrecvTagged(t.data_ptr(), count(t), fwTypeOf(t), peer, kExchangeTag, nullptr, comm_,
                              &requests.back());
     }
-    for (const auto& [peer, t] : exchange.sends) {
+    for (const auto& [peer, t] : sends) {
       if (posted != fwSuccess) break;
       requests.push_back(nullptr);
       posted = fwIsendTagged(t.data_ptr(), count(t), fwTypeOf(t), peer, kExchangeTag, comm_, &requests.back());
     }
     if (posted != fwSuccess) requests.pop_back();  // the failed call made no request
     if (coalescing_) coalesced_.push_back(work);
-    // The tensors live until the messages are done.
-    Finish keep = [sends = exchange.sends, receives = exchange.receives]() {};
     if (posted == fwSuccess && asyncOp) {
-      completions_.addAnyOrder(std::move(requests), work, std::move(keep), what);
+      completions_.addAnyOrder(std::move(requests), work, std::move(finish), what);
       return work;
     }
   }
@@ -391,6 +409,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
     if (result == fwSuccess) result = waited;
   }
   if (result != fwSuccess) throwFairwayError(result, what);
+  finish();
   work->finish(nullptr);
   return work;
 }
