@@ -45,10 +45,10 @@ def _create_backend(options, backend_options=None, name=BACKEND_NAME):
         backend = parent.split_for_group(min(ranks), options.group_rank, options.group_size, timeout_ms, options.store)
     else:
         backend = FairwayBackend(options.store, options.group_rank, options.group_size, timeout_ms, name)
-    devices = _devices_of_plain_group(name)
-    if devices is None or name in _TORCH_OWN_NAMES or getattr(options, "process_group", None) is None:
+    if name in _TORCH_OWN_NAMES or getattr(options, "process_group", None) is None:
         return backend
-    return _named_group(options, backend, name, devices)
+    devices = _devices_of_plain_group(name)
+    return backend if devices is None else _named_group(options, backend, name, devices)
 
 
 def _devices_of_plain_group(name):
