@@ -33,36 +33,63 @@ void Completions::stop() {
   if (anyOrderThread_.joinable()) anyOrderThread_.join();
 }
 
+Completions::EntryPtr Completions::makeEntry(std::vector<fwRequest_t> requests,
+                                             std::vector<c10::intrusive_ptr<FairwayWork>> after,
+                                             c10::intrusive_ptr<FairwayWork> work, Finish finish, std::string what) {
+  auto entry = std::make_shared<Entry>();
+  entry->requests = std::move(requests);
+  entry->after = std::move(after);
+  entry->work = std::move(work);
+  entry->finish = std::move(finish);
+  entry->what = std::move(what);
+  offerToWaiters(entry);
+  return entry;
+}
+
+// The Work keeps only a weak reference: the entry holds the Work, and is
+// gone once finished.
+void Completions::offerToWaiters(const EntryPtr& entry) {
+  std::weak_ptr<Entry> weak = entry;
+  entry->work->finishOnWait([weak]() {
+    EntryPtr claimed = weak.lock();
+    if (!claimed) return;  // finished, and dropped by the threads
+    std::lock_guard<std::mutex> claim(claimed->claim);
+    if (!claimed->finished) tryFinish(*claimed, true);
+  });
+}
+
 void Completions::addInOrder(fwRequest_t request, c10::intrusive_ptr<FairwayWork> work, Finish finish,
                              std::string what) {
+  EntryPtr entry = makeEntry({request}, {}, std::move(work), std::move(finish), std::move(what));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    inOrder_.push_back(Entry{{request}, fwSuccess, {}, std::move(work), std::move(finish), std::move(what)});
+    inOrder_.push_back(std::move(entry));
   }
   inOrderQueued_.notify_one();
 }
 
 void Completions::addAnyOrder(std::vector<fwRequest_t> requests, c10::intrusive_ptr<FairwayWork> work,
                               Finish finish, std::string what) {
+  EntryPtr entry = makeEntry(std::move(requests), {}, std::move(work), std::move(finish), std::move(what));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    anyOrderIncoming_.push_back(
-        Entry{std::move(requests), fwSuccess, {}, std::move(work), std::move(finish), std::move(what)});
+    anyOrderIncoming_.push_back(std::move(entry));
   }
   anyOrderQueued_.notify_one();
 }
 
 void Completions::addAfter(std::vector<c10::intrusive_ptr<FairwayWork>> after, c10::intrusive_ptr<FairwayWork> work,
                            Finish finish, std::string what) {
+  EntryPtr entry = makeEntry({}, std::move(after), std::move(work), std::move(finish), std::move(what));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    anyOrderIncoming_.push_back(
-        Entry{{}, fwSuccess, std::move(after), std::move(work), std::move(finish), std::move(what)});
+    anyOrderIncoming_.push_back(std::move(entry));
   }
   anyOrderQueued_.notify_one();
 }
 
 void Completions::complete(Entry& entry, fwResult_t result) {
+  entry.finished = true;
   std::exception_ptr error;
   try {
     if (result != fwSuccess) throwFairwayError(result, entry.what);
@@ -75,7 +102,7 @@ void Completions::complete(Entry& entry, fwResult_t result) {
 
 void Completions::inOrderLoop() {
   for (;;) {
-    Entry next;
+    EntryPtr next;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       inOrderQueued_.wait(lock, [&] { return stopping_ || !inOrder_.empty(); });
@@ -83,12 +110,23 @@ void Completions::inOrderLoop() {
       next = std::move(inOrder_.front());
       inOrder_.pop_front();
     }
-    complete(next, fwWait(next.requests.front()));
+    // A caller waiting for this Work may hold the claim: then it finishes
+    // the Work, and this waits for that.
+    std::lock_guard<std::mutex> claim(next->claim);
+    if (!next->finished) complete(*next, fwWait(next->requests.front()));
   }
 }
 
 bool Completions::tryFinish(Entry& entry, bool block) {
   if (entry.requests.empty()) {
+    if (block) {
+      for (const auto& w : entry.after) {
+        try {
+          w->wait(::kNoTimeout);
+        } catch (...) {  // finish reports the first error
+        }
+      }
+    }
     const bool ready = std::all_of(entry.after.begin(), entry.after.end(),
                                    [](const c10::intrusive_ptr<FairwayWork>& w) { return w->isCompleted(); });
     if (ready) complete(entry, entry.firstError);
@@ -108,7 +146,7 @@ bool Completions::tryFinish(Entry& entry, bool block) {
 }
 
 void Completions::anyOrderLoop() {
-  std::list<Entry> pending;
+  std::list<EntryPtr> pending;
   std::chrono::microseconds pause{0};
   for (;;) {
     bool stopping = false;
@@ -134,7 +172,14 @@ void Completions::anyOrderLoop() {
     // tests, so the thread ends even if a peer never sends.
     bool progressed = false;
     for (auto it = pending.begin(); it != pending.end();) {
-      if (tryFinish(*it, stopping)) {
+      Entry& entry = **it;
+      std::unique_lock<std::mutex> claim(entry.claim, std::try_to_lock);
+      if (!claim.owns_lock()) {  // a waiting caller finishes it
+        ++it;
+        continue;
+      }
+      if (entry.finished || tryFinish(entry, stopping)) {
+        claim.unlock();
         it = pending.erase(it);
         progressed = true;
       } else {

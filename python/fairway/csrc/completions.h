@@ -7,6 +7,13 @@
 // the other's next call would unblock (gloo finishes each Work on its own).
 // A second thread tests messages, and the markers of coalescing regions,
 // in any order, polling with a backoff while none completes.
+//
+// Those threads finish Works nobody waits for (isCompleted, futures). A
+// caller that waits for a Work does not wait for them: it claims the
+// Work's entry and waits in Fairway itself, which progresses the messages
+// on its own thread and wakes it the moment they are done. Whoever holds
+// an entry's claim is the only one testing or waiting for its requests;
+// the threads skip an entry a caller has claimed.
 #pragma once
 
 #include <fairway/fairway.h>
@@ -15,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -50,6 +58,8 @@ class Completions {
 
  private:
   struct Entry {
+    std::mutex claim;                   // held while testing or waiting for the requests
+    bool finished = false;              // under claim: the Work has been finished
     std::vector<fwRequest_t> requests;  // none: a marker, done when `after` all are
     fwResult_t firstError = fwSuccess;  // among the requests done so far
     std::vector<c10::intrusive_ptr<FairwayWork>> after;
@@ -57,18 +67,24 @@ class Completions {
     Finish finish;
     std::string what;
   };
+  using EntryPtr = std::shared_ptr<Entry>;
+
+  static EntryPtr makeEntry(std::vector<fwRequest_t> requests, std::vector<c10::intrusive_ptr<FairwayWork>> after,
+                            c10::intrusive_ptr<FairwayWork> work, Finish finish, std::string what);
+  // Lets a caller waiting for entry's Work finish it on its own thread.
+  static void offerToWaiters(const EntryPtr& entry);
   void inOrderLoop();
   void anyOrderLoop();
   // One test of entry's requests (with block, a bounded wait for each);
-  // true when its Work has been finished.
+  // true when its Work has been finished. The caller holds entry.claim.
   static bool tryFinish(Entry& entry, bool block);
   static void complete(Entry& entry, fwResult_t result);
 
   std::mutex mutex_;
   std::condition_variable inOrderQueued_;
   std::condition_variable anyOrderQueued_;
-  std::deque<Entry> inOrder_;
-  std::deque<Entry> anyOrderIncoming_;
+  std::deque<EntryPtr> inOrder_;
+  std::deque<EntryPtr> anyOrderIncoming_;
   bool stopping_ = false;
   std::thread inOrderThread_;
   std::thread anyOrderThread_;

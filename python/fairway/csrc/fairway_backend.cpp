@@ -197,6 +197,7 @@ void FairwayWork::finish(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
     error_ = error;
+    finishHere_ = nullptr;
   }
   if (recordFunctionEndCallback_) {  // the profiler's event ends here
     recordFunctionEndCallback_();
@@ -212,7 +213,20 @@ void FairwayWork::finish(std::exception_ptr error) {
 
 // Fairway bounds every operation by the group's timeout, so the default
 // wait ends; a caller's shorter timeout is honoured here.
+void FairwayWork::finishOnWait(std::function<void()> finishHere) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!finished_) finishHere_ = std::move(finishHere);
+}
+
 bool FairwayWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {  // Fairway's own wait is bounded by the group's timeout
+    std::function<void()> finishHere;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!finished_) finishHere = finishHere_;
+    }
+    if (finishHere) finishHere();
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   const auto limit = timeout == kNoTimeout ? timeout_ + std::chrono::seconds(60) : timeout;
   if (!done_.wait_for(lock, limit, [&] { return finished_; })) {

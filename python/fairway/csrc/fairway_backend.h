@@ -52,6 +52,9 @@ class FairwayWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
 
   void finish(std::exception_ptr error);
+  // How a caller's wait() (with no timeout of its own) finishes this Work
+  // on its own thread, instead of waiting for the completion threads.
+  void finishOnWait(std::function<void()> finishHere);
   // A receive from any source: where Fairway writes the sender's rank,
   // which sourceRank() reads once the Work has completed.
   void reportSource(std::shared_ptr<int> source) { source_ = std::move(source); }
@@ -62,6 +65,7 @@ class FairwayWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<int> source_;
   std::chrono::milliseconds timeout_;
+  std::function<void()> finishHere_;  // under mutex_; dropped once finished
   mutable std::mutex mutex_;
   std::condition_variable done_;
   bool finished_ = false;
