@@ -6,7 +6,8 @@ own perf binary for that collective on the same ranks, launched between
 the torch measurements while those ranks sleep in a gloo barrier. Each run
 measures everything in turn, alternating the order; the tables show
 medians over --runs. Then a DDP step and an FSDP2 step, fairway against
-gloo. Sizes and busbw as nccl-tests: the size is the collective's total
+gloo and against the step's floor with no communication (`--forms` with
+no form measures only the steps). Sizes and busbw as nccl-tests: the size is the collective's total
 (all_gather's output, reduce_scatter's input, a rank's all-to-all or
 gather/scatter buffer, one message of send/recv), busbw = size / time x
 the collective's factor.
@@ -197,12 +198,23 @@ class Block(torch.nn.Module):
 
 def step_seconds(kind, group, steps=10):
     """Seconds per training step of a small transformer (4 blocks, 3M
-    parameters) under DDP or FSDP2 on `group`."""
+    parameters) under DDP or FSDP2 on `group`. Two floors, every rank
+    training at the same time: "local", the step with no DDP at all;
+    "ddp_alone", DDP whose communication hook hands each gradient bucket
+    back untouched (DDP's own bucket copies and hooks, no backend)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[Block() for _ in range(4)])
-    if kind == "ddp":
+    if kind == "local":
+        pass
+    elif kind in ("ddp", "ddp_alone"):
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, process_group=group)
+        if kind == "ddp_alone":
+            def untouched(state, bucket):
+                future = torch.futures.Future()
+                future.set_result(bucket.buffer())
+                return future
+            model.register_comm_hook(None, untouched)
     else:
         from torch.distributed.device_mesh import DeviceMesh
         from torch.distributed.fsdp import fully_shard
@@ -220,7 +232,8 @@ def step_seconds(kind, group, steps=10):
 
     for _ in range(2):
         step()
-    dist.barrier(group=group)
+    if group is not None:
+        dist.barrier(group=group)
     start = time.perf_counter()
     for _ in range(steps):
         step()
@@ -248,6 +261,11 @@ def rank_main(rank, world, store, args, results):
                     seconds = torch.tensor([step_seconds(kind, group)], dtype=torch.float64)
                     dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)
                     times.setdefault((name, kind), []).append(seconds.item())
+            for floor in ("local", "ddp_alone"):
+                dist.barrier(group=gloo)
+                seconds = torch.tensor([step_seconds(floor, None if floor == "local" else gloo)], dtype=torch.float64)
+                dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)
+                times.setdefault(floor, []).append(seconds.item())
     if rank == 0:
         results.put(times)
     dist.destroy_process_group()
@@ -287,7 +305,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--min-bytes", type=int, default=64 << 10)
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
-    parser.add_argument("--forms", nargs="+", default=list(FORMS), choices=list(FORMS))
+    parser.add_argument("--forms", nargs="*", default=list(FORMS), choices=list(FORMS))
     parser.add_argument("--budget-s", type=float, default=0.15, help="time for one measurement")
     parser.add_argument("--no-steps", dest="steps", action="store_false", help="skip the DDP and FSDP2 steps")
     parser.add_argument("--out", help="also write the tables (markdown) here")
@@ -296,7 +314,12 @@ def main():
     out = ["| ranks | form | size | fairway | gloo | fairway / gloo | fairway async | gloo async | "
            "async fairway / gloo | perf binary | fairway / perf |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    steps = ["| ranks | step | fairway (ms) | gloo (ms) | gloo / fairway |", "|---|---|---|---|---|"]
+    # The floors: the step with no communication (no DDP at all, or DDP
+    # handing its buckets back untouched); gloo / floor is the most any
+    # backend could gain over gloo on these ranks.
+    # Above the floor is the time the backend adds to a step.
+    steps = ["| ranks | step | fairway (ms) | gloo (ms) | gloo / fairway | floor (ms) | gloo / floor | "
+             "time added: gloo / fairway |", "|---|---|---|---|---|---|---|---|"]
     print("\n".join(out), flush=True)
     for world in args.ranks:
         results = context.Queue()
@@ -322,7 +345,9 @@ def main():
             for kind in ("ddp", "fsdp2"):
                 ours = statistics.median(times[("fairway", kind)])
                 theirs = statistics.median(times[("gloo", kind)])
-                steps.append(f"| {world} | {kind} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {theirs / ours:.2f}x |")
+                alone = statistics.median(times["ddp_alone" if kind == "ddp" else "local"])
+                steps.append(f"| {world} | {kind} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {theirs / ours:.2f}x | "
+                             f"{alone * 1e3:.1f} | {theirs / alone:.2f}x | {fmt(ratio(theirs - alone, ours - alone), 'x')} |")
     print()
     print("\n".join(steps))
     if args.out:
