@@ -6,7 +6,8 @@
 // message was called before it, or two ranks can each wait for a Work that
 // the other's next call would unblock (gloo finishes each Work on its own).
 // A second thread tests messages, and the markers of coalescing regions,
-// in any order, polling with a backoff while none completes.
+// in any order, polling with a backoff while none completes; it looks for
+// new ones on a tick rather than being woken for each (see the .cpp).
 //
 // Those threads finish Works nobody waits for (isCompleted, futures). A
 // caller that waits for a Work does not wait for them: it claims the
@@ -86,6 +87,7 @@ class Completions {
   std::deque<EntryPtr> inOrder_;
   std::deque<EntryPtr> anyOrderIncoming_;
   bool stopping_ = false;
+  bool anyOrderSleeping_ = false;  // the any-order thread waits to be woken
   std::thread inOrderThread_;
   std::thread anyOrderThread_;
 };
