@@ -348,6 +348,8 @@ def main():
                 alone = statistics.median(times["ddp_alone" if kind == "ddp" else "local"])
                 steps.append(f"| {world} | {kind} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {theirs / ours:.2f}x | "
                              f"{alone * 1e3:.1f} | {theirs / alone:.2f}x | {fmt(ratio(theirs - alone, ours - alone), 'x')} |")
+    if not args.steps:
+        steps = []
     print()
     print("\n".join(steps))
     if args.out:
