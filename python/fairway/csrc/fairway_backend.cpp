@@ -211,13 +211,13 @@ void FairwayWork::finish(std::exception_ptr error) {
   }
 }
 
-// Fairway bounds every operation by the group's timeout, so the default
-// wait ends; a caller's shorter timeout is honoured here.
 void FairwayWork::finishOnWait(std::function<void()> finishHere) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!finished_) finishHere_ = std::move(finishHere);
 }
 
+// Fairway bounds every operation by the group's timeout, so the default
+// wait ends; a caller's shorter timeout is honoured here.
 bool FairwayWork::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) {  // Fairway's own wait is bounded by the group's timeout
     std::function<void()> finishHere;
