@@ -235,6 +235,27 @@ FAIRWAY_API fwResult_t fwIsendTagged(const void* sendbuff, size_t count, fwDataT
 FAIRWAY_API fwResult_t fwIrecvTagged(void* recvbuff, size_t count, fwDataType_t datatype,
     int peer, int tag, int* source, fwComm_t comm, fwRequest_t* request);
 
+/* ---- List forms (host buffers) ----
+ * Rank r's block at an address of its own instead of at r * count of one
+ * buffer: recvbuffs[r] (allgather) or sendbuffs[r] (reduce-scatter), one
+ * per rank, count elements each; what torch's all_gather into a list and
+ * reduce_scatter from one pass. Ranks may mix these and the plain calls in
+ * one collective. The array is read during the call only. Output blocks
+ * may not overlap each other; in place means sendbuff == recvbuffs[rank]
+ * (allgather) or recvbuff == sendbuffs[rank] (reduce-scatter). Inside a
+ * node the shared-memory provider copies each block where it lies; other
+ * paths pack the blocks into one buffer first. Device buffers and a
+ * non-NULL stream are fwInvalidUsage (device buffers go in one buffer to
+ * fwAllGather and fwReduceScatter). */
+FAIRWAY_API fwResult_t fwAllGatherList(const void* sendbuff, void* const* recvbuffs, size_t sendcount,
+    fwDataType_t datatype, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwReduceScatterList(const void* const* sendbuffs, void* recvbuff,
+    size_t recvcount, fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwStream_t stream);
+FAIRWAY_API fwResult_t fwIallGatherList(const void* sendbuff, void* const* recvbuffs,
+    size_t sendcount, fwDataType_t datatype, fwComm_t comm, fwRequest_t* request);
+FAIRWAY_API fwResult_t fwIreduceScatterList(const void* const* sendbuffs, void* recvbuff,
+    size_t recvcount, fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwRequest_t* request);
+
 /* ---- Compressed collectives ----
  * The payload crosses the network compressed; everything else is the plain
  * collective's contract. Each element is quantized at most twice end to

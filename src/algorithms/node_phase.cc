@@ -25,6 +25,14 @@ Status NodePhase::allgatherFrom(CollectiveContext& node, const void* own, void* 
 
 Status NodePhase::barrier(CollectiveContext& node) { return disseminationBarrier(node); }
 
+Status NodePhase::allgatherInto(CollectiveContext&, const void*, const OutputBlocks&) {
+  return Status(fwInternalError, "a list allgather reached a node provider that takes one buffer");
+}
+
+Status NodePhase::reduceScatterFrom(CollectiveContext&, const InputBlocks&, void*) {
+  return Status(fwInternalError, "a list reduce-scatter reached a node provider that takes one buffer");
+}
+
 Status RingNodePhase::reduceScatter(CollectiveContext& node, const void* send, void* out, const ChunkLayout& blocks,
                                     void* partial) {
   return ringReduceScatter(node, send, out, blocks, partial);

@@ -11,6 +11,7 @@
 //    slices through (device memory UCX cannot reach).
 #pragma once
 
+#include "algorithms/block_addresses.h"
 #include "algorithms/chunk_layout.h"
 #include "core/status.h"
 
@@ -35,6 +36,14 @@ class NodePhase {
   // The same with this rank's block at `own` (it may already sit in buf):
   // by default copied into buf first; a provider may do both at once.
   virtual Status allgatherFrom(CollectiveContext& node, const void* own, void* buf, const ChunkLayout& blocks);
+  // The list forms of a single-node communicator (blocks at addresses of
+  // their own), where the provider copies block by block: true if it
+  // does, and then allgatherInto and reduceScatterFrom serve them; false
+  // (the default), and the caller packs the blocks into one buffer.
+  virtual bool takesBlockLists() const { return false; }
+  // As allgatherFrom and reduceScatter, over blocks that may lie anywhere.
+  virtual Status allgatherInto(CollectiveContext& node, const void* own, const OutputBlocks& out);
+  virtual Status reduceScatterFrom(CollectiveContext& node, const InputBlocks& in, void* out);
   // The node's rooted collectives (leaders), and the whole collectives a
   // single-node communicator runs on a node provider. By default the
   // point-to-point algorithms: binomial trees, the ring, dissemination.

@@ -20,6 +20,45 @@ CollectiveArgs makeAllToAllv(const void* send, const size_t* sendcounts, const s
   return a;
 }
 
+// A list form's arguments: the caller's array of one block address per
+// rank, copied (a non-blocking call must not hold on to it). A NULL array
+// leaves the list empty, which validation refuses.
+template <typename Block>
+Status readBlockList(fwComm_t comm, Block const* list, const char* name, std::vector<Block>* out) {
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
+  if (list == nullptr) {
+    return Status(fwInvalidPointer, std::string(name) + " is NULL (it holds one buffer per rank: " +
+                                        std::to_string(impl->size()) + ")");
+  }
+  out->assign(list, list + impl->size());
+  return Status::ok();
+}
+
+Status readAllGatherList(fwComm_t comm, const void* send, void* const* recvbuffs, size_t count,
+                         fwDataType_t datatype, CollectiveArgs* args) {
+  *args = makeArgs(CollectiveKind::AllGather, send, nullptr, count, datatype);
+  std::vector<void*> blocks;
+  FW_RETURN_IF_ERROR(readBlockList(comm, recvbuffs, "recvbuffs", &blocks));
+  for (void* b : blocks) args->recvBlocks.push_back(static_cast<char*>(b));
+  return Status::ok();
+}
+
+Status readReduceScatterList(fwComm_t comm, const void* const* sendbuffs, void* recv, size_t count,
+                             fwDataType_t datatype, fwRedOp_t op, CollectiveArgs* args) {
+  *args = makeArgs(CollectiveKind::ReduceScatter, nullptr, recv, count, datatype, op);
+  std::vector<const void*> blocks;
+  FW_RETURN_IF_ERROR(readBlockList(comm, sendbuffs, "sendbuffs", &blocks));
+  for (const void* b : blocks) args->sendBlocks.push_back(static_cast<const char*>(b));
+  return Status::ok();
+}
+
+// A non-blocking list form whose arguments could not be read.
+fwResult_t listNotStarted(const Status& st, const CollectiveArgs& args, fwRequest_t* request) {
+  if (request != nullptr) *request = nullptr;
+  return reportToCaller(st.withContext(collectiveName(args.kind)));
+}
+
 Status prepare(fwComm_t comm, const CollectiveArgs& args, Communicator** impl) {
   FW_RETURN_IF_ERROR(lookupComm(comm, impl));
   return validateCollective(args, (*impl)->rank(), (*impl)->size());
@@ -49,7 +88,7 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const CollectiveArgs& args)
     bufferBytes(args, impl->rank(), impl->size(), &sendBytes, &recvBytes);
     return sendBytes == 0 && recvBytes == 0;
   };
-  if (memory == MemoryType::Cuda || (stream != nullptr && impl->hasDevicePath() && noBytes())) {
+  if (memory == MemoryType::Cuda || (stream != nullptr && impl->hasDevicePath() && !args.listForm() && noBytes())) {
     return impl->deviceCollective(args, stream);
   }
   FW_RETURN_IF_ERROR(validateHostStream(stream));
@@ -277,6 +316,35 @@ fwResult_t fwIallGatherCompressed(const void* sendbuff, void* recvbuff, size_t s
                                   const fwCompression_t* compression, fwComm_t comm, fwRequest_t* request) {
   return nonBlocking(comm, request, makeArgs(CollectiveKind::AllGather, sendbuff, recvbuff, sendcount, datatype),
                      compression, true);
+}
+
+fwResult_t fwAllGatherList(const void* sendbuff, void* const* recvbuffs, size_t sendcount, fwDataType_t datatype,
+                           fwComm_t comm, fwStream_t stream) {
+  CollectiveArgs args;
+  const Status read = readAllGatherList(comm, sendbuff, recvbuffs, sendcount, datatype, &args);
+  if (!read.isOk()) return reportToCaller(read.withContext(collectiveName(args.kind)));
+  return blocking(comm, stream, args);
+}
+fwResult_t fwReduceScatterList(const void* const* sendbuffs, void* recvbuff, size_t recvcount, fwDataType_t datatype,
+                               fwRedOp_t op, fwComm_t comm, fwStream_t stream) {
+  CollectiveArgs args;
+  const Status read = readReduceScatterList(comm, sendbuffs, recvbuff, recvcount, datatype, op, &args);
+  if (!read.isOk()) return reportToCaller(read.withContext(collectiveName(args.kind)));
+  return blocking(comm, stream, args);
+}
+fwResult_t fwIallGatherList(const void* sendbuff, void* const* recvbuffs, size_t sendcount, fwDataType_t datatype,
+                            fwComm_t comm, fwRequest_t* request) {
+  CollectiveArgs args;
+  const Status read = readAllGatherList(comm, sendbuff, recvbuffs, sendcount, datatype, &args);
+  if (!read.isOk()) return listNotStarted(read, args, request);
+  return nonBlocking(comm, request, std::move(args));
+}
+fwResult_t fwIreduceScatterList(const void* const* sendbuffs, void* recvbuff, size_t recvcount,
+                                fwDataType_t datatype, fwRedOp_t op, fwComm_t comm, fwRequest_t* request) {
+  CollectiveArgs args;
+  const Status read = readReduceScatterList(comm, sendbuffs, recvbuff, recvcount, datatype, op, &args);
+  if (!read.isOk()) return listNotStarted(read, args, request);
+  return nonBlocking(comm, request, std::move(args));
 }
 
 fwResult_t fwTest(fwRequest_t request, int* done) {

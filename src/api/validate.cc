@@ -1,9 +1,12 @@
 #include "api/validate.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "core/datatype.h"
 
@@ -94,6 +97,62 @@ inline Status checkOverlap(const void* a, size_t aBytes, const void* b, size_t b
 }
 
 Status validatePlainCollective(const CollectiveArgs& a, int rank, int n);
+
+// "list[q]", for a message about one block of a list form.
+[[gnu::cold, gnu::noinline]] std::string nameOf(const char* list, size_t q) {
+  return std::string(list) + "[" + std::to_string(q) + "]";
+}
+
+// A list form's blocks, `bytes` each: none NULL, none overlapping another
+// (they are written, or read as one rank's share each). Sorted, so a
+// large communicator's check stays n log n.
+template <typename Block>
+Status checkBlockList(const std::vector<Block>& blocks, size_t bytes, const char* list) {
+  if (bytes == 0) return Status::ok();
+  std::vector<std::pair<uintptr_t, size_t>> sorted;
+  sorted.reserve(blocks.size());
+  for (size_t q = 0; q < blocks.size(); ++q) {
+    if (blocks[q] == nullptr) return nullBuffer(bytes, nameOf(list, q).c_str());
+    sorted.emplace_back(reinterpret_cast<uintptr_t>(blocks[q]), q);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i].first - sorted[i - 1].first < bytes) {
+      return Status(fwInvalidArgument, nameOf(list, sorted[i - 1].second) + " and " + nameOf(list, sorted[i].second) +
+                                           " overlap (each rank's block needs " + std::to_string(bytes) +
+                                           " bytes of its own)");
+    }
+  }
+  return Status::ok();
+}
+
+// The one buffer of a list form against its blocks: it may be exactly
+// block `rank` (in place) and overlap no other.
+template <typename Block>
+Status checkAgainstBlocks(const void* buf, const char* bufName, const std::vector<Block>& blocks, size_t bytes,
+                          int rank, const char* list) {
+  for (size_t q = 0; q < blocks.size(); ++q) {
+    if (static_cast<int>(q) == rank && blocks[q] == buf) continue;
+    if (!checkOverlap(buf, bytes, blocks[q], bytes, nullptr, "").isOk()) {
+      return Status(fwInvalidArgument, std::string(bufName) + " overlaps " + nameOf(list, q) + " (in place means " +
+                                           bufName + " == " + nameOf(list, static_cast<size_t>(rank)) + ")");
+    }
+  }
+  return Status::ok();
+}
+
+// fwAllGatherList and fwReduceScatterList: n blocks of count elements.
+Status validateListCollective(const CollectiveArgs& a, int rank, size_t one) {
+  if (a.kind == CollectiveKind::AllGather) {
+    FW_RETURN_IF_ERROR(checkBuffer(a.send, one, "sendbuff"));
+    FW_RETURN_IF_ERROR(checkBlockList(a.recvBlocks, one, "recvbuffs"));
+    return checkAgainstBlocks(a.send, "sendbuff", a.recvBlocks, one, rank, "recvbuffs");
+  }
+  FW_RETURN_IF_ERROR(checkOp(a.op, a.datatype));
+  FW_RETURN_IF_ERROR(checkBlockList(a.sendBlocks, one, "sendbuffs"));
+  FW_RETURN_IF_ERROR(checkBuffer(a.recv, one, "recvbuff"));
+  return checkAgainstBlocks(a.recv, "recvbuff", a.sendBlocks, one, rank, "sendbuffs");
+}
 
 Status validateAllToAllv(const CollectiveArgs& a, int rank, int n) {
   if (a.sendcounts == nullptr || a.sdispls == nullptr || a.recvcounts == nullptr || a.rdispls == nullptr) {
@@ -230,6 +289,7 @@ Status validatePlainCollective(const CollectiveArgs& a, int rank, int n) {
     FW_RETURN_IF_ERROR(bytesOf(a.count, 1, a.datatype, "count", &one));
     FW_RETURN_IF_ERROR(bytesOf(a.count, static_cast<size_t>(n), a.datatype, "count", &all));
   }
+  if (a.listForm()) return validateListCollective(a, rank, one);
   switch (a.kind) {
     case CollectiveKind::AllReduce:
       FW_RETURN_IF_ERROR(checkOp(a.op, a.datatype));

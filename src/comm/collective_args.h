@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/compression.h"
 #include "fairway/fairway.h"
@@ -28,6 +29,13 @@ struct CollectiveArgs {
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
   Compression compression;  // allreduce, reduce-scatter, allgather only
+  // The list forms (fwAllGatherList, fwReduceScatterList): rank r's block
+  // at an address of its own instead of at r * count of recv (allgather)
+  // or of send (reduce-scatter), which is then null; one per rank, a copy
+  // of the caller's array. Empty otherwise.
+  std::vector<char*> recvBlocks;
+  std::vector<const char*> sendBlocks;
+  bool listForm() const { return !recvBlocks.empty() || !sendBlocks.empty(); }
 };
 
 // One call's arguments; byte records by default (what ranks exchange).

@@ -243,6 +243,7 @@ Status Communicator::memoryTypeOf(const CollectiveArgs& args, MemoryType* out) {
   }
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(args, rank(), size(), &sendBytes, &recvBytes);
+  if (args.listForm()) return checkListInHostMemory(args, sendBytes > 0 && recvBytes > 0, out);
   MemoryType send = sendBytes > 0 ? memoryTypeOf(args.send) : MemoryType::Host;
   MemoryType recv = recvBytes > 0 ? memoryTypeOf(args.recv) : MemoryType::Host;
   if (sendBytes > 0 && recvBytes > 0 && send != recv) {
@@ -251,6 +252,23 @@ Status Communicator::memoryTypeOf(const CollectiveArgs& args, MemoryType* out) {
                                       " memory: one call takes one kind");
   }
   *out = sendBytes > 0 ? send : recv;
+  return Status::ok();
+}
+
+Status Communicator::checkListInHostMemory(const CollectiveArgs& args, bool anyBytes, MemoryType* out) {
+  *out = MemoryType::Host;
+  if (!anyBytes) return Status::ok();
+  const bool gathers = args.kind == CollectiveKind::AllGather;
+  std::vector<const void*> buffers{gathers ? args.send : args.recv};
+  if (gathers) buffers.insert(buffers.end(), args.recvBlocks.begin(), args.recvBlocks.end());
+  if (!gathers) buffers.insert(buffers.end(), args.sendBlocks.begin(), args.sendBlocks.end());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (memoryTypeOf(buffers[i]) != MemoryType::Cuda) continue;
+    const std::string name = i == 0 ? (gathers ? "sendbuff" : "recvbuff")
+                                    : std::string(gathers ? "recvbuffs[" : "sendbuffs[") + std::to_string(i - 1) + "]";
+    return Status(fwInvalidUsage, name + " is device memory: the list forms take host buffers (device buffers go "
+                                         "in one buffer to the plain call)");
+  }
   return Status::ok();
 }
 
@@ -275,7 +293,8 @@ Status Communicator::asyncError() {
 }
 
 void Communicator::applyCompressionRules(CollectiveArgs* args) {
-  if (args->compression.active() || config_.compressionRules.empty()) return;
+  // The list forms have no compressed form.
+  if (args->compression.active() || args->listForm() || config_.compressionRules.empty()) return;
   const auto rule = config_.compressionRules.find(collectiveName(args->kind));
   if (rule == config_.compressionRules.end()) return;
   const bool reduces = args->kind != CollectiveKind::AllGather;

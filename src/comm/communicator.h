@@ -104,6 +104,9 @@ class Communicator {
   void abort();
 
  private:
+  // The list forms take host memory only: an error naming the first
+  // buffer that is device memory.
+  Status checkListInHostMemory(const CollectiveArgs& args, bool anyBytes, MemoryType* out);
   Communicator(const Config& config, const Selector& selector, std::unique_ptr<Messenger> messenger,
                const RankLayout& layout, const TransportPlan& plan, LocalMachine* machine, const NetDeviceChoice& net);
   // FAIRWAY_MEASURE_LINKS: measures the links and gives them to the selector.

@@ -66,6 +66,46 @@ Status ringAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv
 Status nodeAllgatherInPlace(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
   return ctx.nodePhase().allgatherFrom(ctx, send, recv, equalChunks(count, ctx.size()));
 }
+
+// Whether a list form's blocks go to the node provider as they lie.
+bool blocksInPlace(CollectiveContext& ctx, Algorithm algo) {
+  return algo == Algorithm::SharedMemory && ctx.nodePhase().takesBlockLists();
+}
+
+// The list form of allgather: block by block on a node provider that
+// takes lists; otherwise the chosen algorithm gathers into one buffer in
+// staging (no plain allgather uses staging, and compression has no list
+// form) and the blocks are copied out of it.
+Status allgatherIntoList(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm algo) {
+  const ChunkLayout layout = equalChunks(a.count, ctx.size());
+  if (blocksInPlace(ctx, algo)) {
+    return ctx.nodePhase().allgatherInto(ctx, a.send, OutputBlocks(a.recvBlocks.data(), layout, ctx.elementSize()));
+  }
+  char* packed = ctx.stagingBytes(layout.count * ctx.elementSize());
+  FW_RETURN_IF_ERROR(runCollective(ctx, makeArgs(CollectiveKind::AllGather, a.send, packed, a.count, a.datatype), algo));
+  for (int q = 0; q < ctx.size(); ++q) {
+    FW_RETURN_IF_ERROR(ctx.copy(a.recvBlocks[q], ctx.at(packed, layout.chunkOffset(q)), a.count));
+  }
+  return Status::ok();
+}
+
+// The list form of reduce-scatter: block by block on a node provider that
+// takes lists; otherwise the blocks are packed into staging, and the ring
+// keeps its partial sums in that copy (the caller's blocks stay as they
+// were).
+Status reduceScatterFromList(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm algo) {
+  const ChunkLayout layout = equalChunks(a.count, ctx.size());
+  if (blocksInPlace(ctx, algo)) {
+    return ctx.nodePhase().reduceScatterFrom(ctx, InputBlocks(a.sendBlocks.data(), layout, ctx.elementSize()),
+                                             a.recv);
+  }
+  char* packed = ctx.stagingBytes(layout.count * ctx.elementSize());
+  for (int q = 0; q < ctx.size(); ++q) {
+    FW_RETURN_IF_ERROR(ctx.copy(ctx.at(packed, layout.chunkOffset(q)), a.sendBlocks[q], a.count));
+  }
+  if (algo == Algorithm::TwoPhase) return twoPhaseReduceScatter(ctx, packed, a.recv, a.count);
+  return ringReduceScatter(ctx, packed, a.recv, layout, packed);
+}
 }  // namespace
 
 Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm algo) {
@@ -92,6 +132,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       }
     }
     case CollectiveKind::ReduceScatter: {
+      if (a.listForm()) return reduceScatterFromList(ctx, a, algo);
       if (isCompressedAlgorithm(algo)) {
         return compressedReduceScatter(ctx, a.send, a.recv, a.count, a.compression, hierarchical);
       }
@@ -107,6 +148,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       return ringReduceScatter(ctx, a.send, a.recv, equalChunks(a.count, n), partial);
     }
     case CollectiveKind::AllGather: {
+      if (a.listForm()) return allgatherIntoList(ctx, a, algo);
       if (a.compression.active()) {
         // The plain algorithm chosen for the wire size, over the wire format.
         PlainAllgather plain = algo == Algorithm::TwoPhase       ? twoPhaseAllgather

@@ -188,14 +188,20 @@ Status SharedMemoryNode::reduceInline(CollectiveContext& node, const void* send,
   return Status::ok();
 }
 
-// Round j carries elements [j k, (j + 1) k) of every block, block q's
-// piece at q times the round's longest piece in the rank's input (its own
-// piece it reads from send); rank r reduces piece r straight into out.
-// Blocks may sit at a stride (two-phase reads them in place).
 Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send, void* out,
                                        const ChunkLayout& blocks, void* /*partial*/) {
+  return reduceScatterFrom(node, InputBlocks(static_cast<const char*>(send), blocks, node.elementSize()), out);
+}
+
+// Round j carries elements [j k, (j + 1) k) of every block, block q's
+// piece at q times the round's longest piece in the rank's input (its own
+// piece it reads where it lies); rank r reduces piece r straight into out.
+// Blocks may sit at a stride (two-phase reads them in place) or at
+// addresses of their own (the list form).
+Status SharedMemoryNode::reduceScatterFrom(CollectiveContext& node, const InputBlocks& in, void* out) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  const ChunkLayout& blocks = in.layout();
   const size_t perRound = chunkBytes_ / es / static_cast<size_t>(ranks_);
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
@@ -204,17 +210,16 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
     FW_RETURN_IF_ERROR(beginRound(node, kReduceScatter, -1, blocks.count, stride * ranks_));
     const size_t mine = pieceOf(blocks.chunkCount(localRank_), first, perRound);
     char* dst = static_cast<char*>(node.at(out, first));
-    const char* own = static_cast<const char*>(node.at(send, blocks.chunkOffset(localRank_) + first));
+    const char* own = in.at(localRank_, first);
     // This rank's piece is read where it lies, unless out overlaps it and
     // a combine would overwrite it before reading it: in place on a rank
     // past the first two (its first combine writes out), or out shifted
     // against it (an element written before it is read).
     const bool ownInPlace = overlaps(own, dst, mine * es) && (own != dst || localRank_ >= 2);
-    char* in = input(localRank_);
+    char* area = input(localRank_);
     for (int q = 0; q < ranks_; ++q) {
       if (q == localRank_ && !ownInPlace) continue;
-      segmentCopy(in + q * stride, node.at(send, blocks.chunkOffset(q) + first),
-                  pieceOf(blocks.chunkCount(q), first, perRound) * es);
+      segmentCopy(area + q * stride, in.at(q, first), pieceOf(blocks.chunkCount(q), first, perRound) * es);
     }
     post(arrived(round_));
     FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
@@ -231,16 +236,22 @@ Status SharedMemoryNode::allgather(CollectiveContext& node, void* buf, const Chu
   return allgatherFrom(node, node.at(buf, blocks.chunkOffset(localRank_)), buf, blocks);
 }
 
-// Each round's piece of this rank's block goes from own into the segment
-// and, unless it already lies there, into buf in the same pass.
 Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own, void* buf,
                                        const ChunkLayout& blocks) {
+  return allgatherInto(node, own, OutputBlocks(static_cast<char*>(buf), blocks, node.elementSize()));
+}
+
+// Each round's piece of this rank's block goes from own into the segment
+// and, unless it already lies there, into its place in out in the same
+// pass; the peers' pieces go from the segment straight to their blocks.
+Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own, const OutputBlocks& out) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
-  char* ownInBuf = node.at(buf, blocks.chunkOffset(localRank_));
+  const ChunkLayout& blocks = out.layout();
+  char* ownInOut = out.at(localRank_, 0);
   if (singleCopy(blocks.chunkCount(0) * es)) {
-    FW_RETURN_IF_ERROR(node.copy(ownInBuf, own, blocks.chunkCount(localRank_)));
-    return allgatherInPlace(node, buf, blocks);
+    FW_RETURN_IF_ERROR(node.copy(ownInOut, own, blocks.chunkCount(localRank_)));
+    return allgatherInPlace(node, out);
   }
   const size_t perRound = chunkBytes_ / es;
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
@@ -249,11 +260,11 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
     const size_t first = j * perRound;
     FW_RETURN_IF_ERROR(beginRound(node, kAllgather, -1, blocks.count, longestPiece(blocks, first, perRound) * es));
     const size_t bytes = pieceOf(blocks.chunkCount(localRank_), first, perRound) * es;
-    char* in = shiftedInput(node.at(ownInBuf, first), bytes);
-    if (own == ownInBuf) {
+    char* in = shiftedInput(node.at(ownInOut, first), bytes);
+    if (own == ownInOut) {
       segmentCopy(in, node.at(own, first), bytes);
     } else {
-      segmentCopyTwice(in, node.at(ownInBuf, first), node.at(own, first), bytes, streaming);
+      segmentCopyTwice(in, node.at(ownInOut, first), node.at(own, first), bytes, streaming);
     }
     post(arrived(round_));
     for (int step = 1; step < ranks_; ++step) {
@@ -261,8 +272,7 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
       FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
       const char* theirs = nullptr;
       FW_RETURN_IF_ERROR(peerInput(q, &theirs));
-      resultCopy(node.at(buf, blocks.chunkOffset(q) + first), theirs,
-                 pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
+      resultCopy(out.at(q, first), theirs, pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
     }
     post(finished(round_));
   }
@@ -295,20 +305,21 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   return Status::ok();
 }
 
-// One round: every rank publishes its buffer, reads each peer's block
-// from it (the next peer first, so ranks do not all read one at once),
-// and returns only once every peer has read its block.
-Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, void* buf, const ChunkLayout& blocks) {
+// One round: every rank publishes where its block lies, reads each
+// peer's block from there (the next peer first, so ranks do not all read
+// one at once), and returns only once every peer has read its block.
+Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const OutputBlocks& out) {
   const size_t es = node.elementSize();
+  const ChunkLayout& blocks = out.layout();
   FW_RETURN_IF_ERROR(beginRound(node, kAllgatherInPlace, -1, blocks.count, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(buf), std::memory_order_relaxed);
+  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(out.at(localRank_, 0)),
+                                                   std::memory_order_relaxed);
   post(arrived(round_));
   for (int step = 1; step < ranks_; ++step) {
     const int q = (localRank_ + step) % ranks_;
     FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
     const uint64_t theirs = control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed);
-    const size_t at = blocks.chunkOffset(q) * es;
-    FW_RETURN_IF_ERROR(readPeer(q, node.at(buf, blocks.chunkOffset(q)), theirs + at, blocks.chunkCount(q) * es));
+    FW_RETURN_IF_ERROR(readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es));
   }
   post(finished(round_));
   Status st = awaitAll(finished(round_), false);

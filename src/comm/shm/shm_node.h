@@ -72,6 +72,10 @@ class SharedMemoryNode final : public NodePhase {
                        void* partial) override;
   Status allgather(CollectiveContext& node, void* buf, const ChunkLayout& blocks) override;
   Status allgatherFrom(CollectiveContext& node, const void* own, void* buf, const ChunkLayout& blocks) override;
+  // The list forms: copied block by block, so blocks may lie anywhere.
+  bool takesBlockLists() const override { return true; }
+  Status allgatherInto(CollectiveContext& node, const void* own, const OutputBlocks& out) override;
+  Status reduceScatterFrom(CollectiveContext& node, const InputBlocks& in, void* out) override;
   Status reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) override;
   Status broadcast(CollectiveContext& node, void* buf, size_t count, int root) override;
   Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) override;
@@ -115,7 +119,7 @@ class SharedMemoryNode final : public NodePhase {
     std::atomic<uint32_t> announcedSequence;
     std::atomic<uint32_t> announcedSignature;  // signature + 1; 0: nothing announced yet
     // Where this block sits in its owner's address space (the probe of
-    // single-copy reads), and the buffer peers read in place, per parity.
+    // single-copy reads), and the block peers read in place, per parity.
     std::atomic<uint64_t> selfAddress;
     std::atomic<uint64_t> userBuffer[2];
     InlineRound inlineRound[2];
@@ -175,7 +179,7 @@ class SharedMemoryNode final : public NodePhase {
   Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
   // allgather and broadcast read straight from the owners' buffers.
-  Status allgatherInPlace(CollectiveContext& node, void* buf, const ChunkLayout& blocks);
+  Status allgatherInPlace(CollectiveContext& node, const OutputBlocks& out);
   Status broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root);
   // Copies bytes at remote (peer's address space) to local.
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
