@@ -61,6 +61,15 @@ Status postMessage(Communicator* impl, const Message& m, Pending* out) {
                   : messages.postRecv(m.buf, m.bytes(), m.peer, tag, out);
 }
 
+// The receive from any source that m describes, not yet matched.
+std::unique_ptr<AnySourceReceive> anySourceReceive(const Message& m) {
+  auto receive = std::make_unique<AnySourceReceive>();
+  receive->buf = m.buf;
+  receive->bytes = m.bytes();
+  receive->tag = static_cast<uint32_t>(m.tag);
+  return receive;
+}
+
 Status runBlocking(fwComm_t comm, fwStream_t stream, const Message& m) {
   Communicator* impl = nullptr;
   FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
@@ -77,12 +86,9 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const Message& m) {
   }
   FW_RETURN_IF_ERROR(validateHostStream(stream));
   if (m.anySource()) {
-    AnySourceReceive receive;
-    receive.buf = m.buf;
-    receive.bytes = m.bytes();
-    receive.tag = static_cast<uint32_t>(m.tag);
-    FW_RETURN_IF_ERROR(impl->pointToPoint().waitAnySource(&receive));
-    if (m.source != nullptr) *m.source = receive.source;
+    auto receive = anySourceReceive(m);
+    FW_RETURN_IF_ERROR(impl->pointToPoint().waitAnySource(receive.get()));
+    if (m.source != nullptr) *m.source = receive->source;
     return Status::ok();
   }
   Pending pending;
@@ -106,10 +112,7 @@ Status start(fwComm_t comm, const Message& m, std::shared_ptr<RequestState> stat
   }
   if (!m.anySource()) return postMessage(impl, m, &state->message);
   // Matched later, by fwTest or fwWait (one try now).
-  state->anySource = std::make_unique<AnySourceReceive>();
-  state->anySource->buf = m.buf;
-  state->anySource->bytes = m.bytes();
-  state->anySource->tag = static_cast<uint32_t>(m.tag);
+  state->anySource = anySourceReceive(m);
   return impl->pointToPoint().matchAnySource(state->anySource.get());
 }
 
