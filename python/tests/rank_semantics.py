@@ -216,10 +216,13 @@ def tags_and_any_source(rank, world):
 
 
 def list_forms_of_views(rank, world):
-    """gather into, and scatter from, lists of non-contiguous views (the
-    columns of one tensor), and all_to_all of lists: gather and all_to_all
-    as on gloo; scatter against the columns themselves (gloo's scatter
-    reads such views as if they were contiguous)."""
+    """gather and all_gather into, and scatter and reduce_scatter from,
+    lists of non-contiguous views (the columns of one tensor), all_to_all
+    of lists, all_gather in place (the input is the rank's own output) and
+    of blocks larger than a round of the node's segment: gather, all_gather
+    and all_to_all as on gloo; scatter and reduce_scatter against the
+    values expected (gloo's scatter reads such views as if they were
+    contiguous)."""
     gloo = dist.new_group(backend="gloo")
     results = {}
     for name, group in (("fairway", None), ("gloo", gloo)):
@@ -232,12 +235,33 @@ def list_forms_of_views(rank, world):
         sent = [torch.full((3,), float(rank * world + r)) for r in range(world)]
         got = [torch.empty(3) for _ in range(world)]
         dist.all_to_all(got, sent, group=group)
-        results[name] = (columns, part, torch.stack(got))
+        gathered = torch.full((5, world), -1.0)
+        dist.all_gather([gathered[:, r] for r in range(world)], torch.arange(5.0) * (rank + 1), group=group)
+        in_place = [torch.full((6,), -1.0) for _ in range(world)]
+        in_place[rank].copy_(torch.arange(6.0) + rank)
+        dist.all_gather(in_place, in_place[rank], group=group)
+        large = [torch.empty(70001) for _ in range(world)]
+        dist.all_gather(large, torch.arange(70001, dtype=torch.float32) + 7 * rank, group=group)
+        results[name] = (columns, part, torch.stack(got), gathered, torch.stack(in_place), torch.stack(large))
+        if name == "fairway":
+            # Rank r's part of the sum over ranks of source columns q * (rank + 1) + j.
+            source = torch.arange(3 * world, dtype=torch.float32).reshape(3, world) * (rank + 1)
+            summed = torch.full((3,), -1.0)
+            dist.reduce_scatter(summed, [source[:, q] for q in range(world)])
+            total = sum(r + 1 for r in range(world))
+            assert torch.equal(summed, torch.arange(3 * world, dtype=torch.float32).reshape(3, world)[:, rank] * total)
+            blocks = [torch.full((70001,), float(rank + q)) for q in range(world)]
+            out = torch.empty(70001)
+            dist.reduce_scatter(out, blocks)
+            assert torch.equal(out, torch.full((70001,), float(sum(r + rank for r in range(world))))), out
+            assert all(torch.equal(b, torch.full((70001,), float(rank + q))) for q, b in enumerate(blocks))
     if rank == 1:
         assert torch.equal(results["fairway"][0], torch.arange(4.0)[:, None] + 10 * torch.arange(world)[None, :])
     assert torch.equal(results["fairway"][1], torch.arange(4 * world, dtype=torch.float32).reshape(4, world)[:, rank])
     assert torch.equal(results["fairway"][0], results["gloo"][0])
-    assert torch.equal(results["fairway"][2], results["gloo"][2])
+    for k in (2, 3, 4, 5):
+        assert torch.equal(results["fairway"][k], results["gloo"][k]), k
+    assert torch.equal(results["fairway"][3], torch.arange(5.0)[:, None] * (torch.arange(world) + 1)[None, :])
     return True
 
 

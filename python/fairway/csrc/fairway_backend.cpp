@@ -126,6 +126,22 @@ void unflattenInto(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
   }
 }
 
+// A call moves contiguous buffers. A tensor it reads that is not one (a
+// view, such as a matrix's column) goes as a contiguous copy; one it
+// writes is written through a contiguous temporary, listed in copyOut with
+// the caller's tensor to copy it to once the call is done.
+using CopyOutList = std::vector<std::pair<at::Tensor, at::Tensor>>;  // (written, caller's tensor)
+at::Tensor readable(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+at::Tensor writable(const at::Tensor& t, CopyOutList* copyOut) {
+  if (t.is_contiguous()) return t;
+  at::Tensor staged = at::empty(t.sizes(), t.options());
+  copyOut->emplace_back(staged, t);
+  return staged;
+}
+void copyOutAll(const CopyOutList& copyOut) {
+  for (const auto& [written, caller] : copyOut) caller.copy_(written);
+}
+
 // torch's name for an operation, the second half of its profiler event's
 // name ("fairway:all_reduce"), as torch's own backends name theirs.
 const char* operationName(c10d::OpType type) {
@@ -335,8 +351,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
                                                        const std::function<fwResult_t(fwRequest_t*)>& start,
                                                        Finish finish, const char* what, bool asyncOp) {
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
+  auto work = makeWork(type, inputs, outputs);
   if (!asyncOp) {
     fwResult_t result;
     {
@@ -371,28 +386,16 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
   ++collectives_;
   for (const auto& [from, to] : exchange.local) copyInto(to, from);
-  // A message moves a contiguous buffer: a list tensor that is not one (a
-  // gather's or scatter's list may hold views) is sent from a contiguous
-  // copy, or received into one and copied out. Every rank sends the same
-  // messages either way.
+  // A gather's or scatter's list may hold views: every rank sends the same
+  // messages whatever its tensors' layout.
   auto sends = exchange.sends;
-  for (auto& [peer, t] : sends) {
-    if (!t.is_contiguous()) t = t.contiguous();
-  }
+  for (auto& [peer, t] : sends) t = readable(t);
   auto receives = exchange.receives;
-  std::vector<std::pair<at::Tensor, at::Tensor>> copyOut;  // (received, caller's tensor)
-  for (auto& [peer, t] : receives) {
-    if (t.is_contiguous()) continue;
-    at::Tensor staged = at::empty(t.sizes(), t.options());
-    copyOut.emplace_back(staged, t);
-    t = staged;
-  }
+  CopyOutList copyOut;
+  for (auto& [peer, t] : receives) t = writable(t, &copyOut);
   // Run once the messages are done; holds the tensors until then.
-  Finish finish = [sends, receives, copyOut]() {
-    for (const auto& [received, caller] : copyOut) caller.copy_(received);
-  };
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
+  Finish finish = [sends, receives, copyOut]() { copyOutAll(copyOut); };
+  auto work = makeWork(type, inputs, outputs);
   std::vector<fwRequest_t> requests;
   fwResult_t posted = fwSuccess;
   {
@@ -445,9 +448,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
     const fwResult_t enqueued = enqueue(stream);
     if (enqueued != fwSuccess) throwFairwayError(enqueued, what);
   }
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                          std::vector<c10::Device>{device});
-  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, outputs, future, timeout_);
+  auto work = makeWork(type, inputs, outputs, device);
   work->finish(nullptr);  // the future records an event on the current stream
   std::lock_guard<std::mutex> lock(callMutex_);  // the region's list, as every caller sees it
   if (coalescing_) {
@@ -567,8 +568,25 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
     TORCH_CHECK_VALUE(o.numel() == in.numel(), "fairway: all_gather: an output has ", o.numel(),
                       " elements, the input ", in.numel());
   }
-  at::Tensor flat = scratch_->take(static_cast<int64_t>(in.numel()) * getSize(), in.options());
   at::Tensor input = in;
+  if (!in.is_cuda()) {
+    // Each rank's block goes straight into its output tensor (Fairway's
+    // list form): no gathered buffer to copy out of.
+    CopyOutList copyOut;
+    std::vector<at::Tensor> targets;
+    std::vector<void*> blocks;
+    for (const at::Tensor& o : outputs[0]) {
+      targets.push_back(writable(o, &copyOut));
+      blocks.push_back(targets.back().data_ptr());
+    }
+    Call call = [&](fwStream_t s, fwRequest_t* r) {
+      return r ? fwIallGatherList(input.data_ptr(), blocks.data(), count(input), fwTypeOf(input), comm_, r)
+               : fwAllGatherList(input.data_ptr(), blocks.data(), count(input), fwTypeOf(input), comm_, s);
+    };
+    Finish finish = [input, targets, copyOut]() { copyOutAll(copyOut); };  // the tensors alive until done
+    return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
+  }
+  at::Tensor flat = scratch_->take(static_cast<int64_t>(in.numel()) * getSize(), in.options());
   Call call = [&](fwStream_t s, fwRequest_t* r) {
     return r ? fwIallGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, r)
              : fwAllGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, s);
@@ -841,8 +859,25 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter(std::vector<at::Te
     TORCH_CHECK_VALUE(i.numel() == out.numel(), "fairway: reduce_scatter: an input has ", i.numel(),
                       " elements, the output ", out.numel());
   }
-  at::Tensor flat = flatten(inputs[0], *scratch_);
   at::Tensor output = out;
+  if (!out.is_cuda()) {
+    // Each rank's block is read where it lies (Fairway's list form): no
+    // packed input.
+    std::vector<at::Tensor> sources;
+    std::vector<const void*> blocks;
+    for (const at::Tensor& i : inputs[0]) {
+      sources.push_back(readable(i));
+      blocks.push_back(sources.back().data_ptr());
+    }
+    const fwRedOp_t op = fwOpOf(opts.reduceOp, output);
+    Call call = [&](fwStream_t s, fwRequest_t* r) {
+      return r ? fwIreduceScatterList(blocks.data(), output.data_ptr(), count(output), fwTypeOf(output), op, comm_, r)
+               : fwReduceScatterList(blocks.data(), output.data_ptr(), count(output), fwTypeOf(output), op, comm_, s);
+    };
+    return launch(c10d::OpType::REDUCE_SCATTER, output, outputs, call, [sources]() {} /* alive until done */,
+                  "reduce_scatter", opts.asyncOp, inputs[0]);
+  }
+  at::Tensor flat = flatten(inputs[0], *scratch_);
   return reduceScatterFlat(output, flat, opts, [flat, scratch = scratch_]() { scratch->give(flat); },
                            "reduce_scatter");
 }
@@ -1027,10 +1062,18 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOption
                  "barrier", opts.asyncOp);
 }
 
+c10::intrusive_ptr<FairwayWork> FairwayBackend::makeWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                                         std::vector<at::Tensor> outputs,
+                                                         std::optional<c10::Device> device) const {
+  auto listType = c10::ListType::create(c10::TensorType::get());
+  auto future = device ? c10::make_intrusive<c10::ivalue::Future>(listType, std::vector<c10::Device>{*device})
+                       : c10::make_intrusive<c10::ivalue::Future>(listType);
+  return c10::make_intrusive<FairwayWork>(title(type), type, inputs, std::move(outputs), future, timeout_);
+}
+
 c10::intrusive_ptr<c10d::Work> FairwayBackend::completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                                std::vector<at::Tensor> outputs) {
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(title(type), type, inputs, std::move(outputs), future, timeout_);
+  auto work = makeWork(type, inputs, std::move(outputs));
   work->finish(nullptr);
   return work;
 }
@@ -1162,17 +1205,12 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::endCoalescing() {
   if (device) {
     // CUDA calls ran in order on the current stream: a Work whose future
     // records an event there covers them all.
-    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                            std::vector<c10::Device>{*device});
-    auto work = c10::make_intrusive<FairwayWork>(title(c10d::OpType::COALESCED), c10d::OpType::COALESCED,
-                                                 std::vector<at::Tensor>{}, outputs, future, timeout_);
+    auto work = makeWork(c10d::OpType::COALESCED, {}, outputs, *device);
     work->finish(nullptr);
     return work;
   }
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: endCoalescing on a process group already shut down");
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<FairwayWork>(title(c10d::OpType::COALESCED), c10d::OpType::COALESCED,
-                                               std::vector<at::Tensor>{}, outputs, future, timeout_);
+  auto work = makeWork(c10d::OpType::COALESCED, {}, outputs);
   // Completes once the region's calls have, with the first error among them.
   Finish firstError = [works]() {
     for (const auto& w : works) {

@@ -233,6 +233,11 @@ class FairwayBackend : public c10d::Backend {
   // and values gathered (padded to the largest count), then coalesced.
   // Runs on the calling thread: each step's sizes come from the one before.
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts);
+  // A Work of this group for an operation, not yet finished; with a device,
+  // its future records an event on that device's current stream.
+  c10::intrusive_ptr<FairwayWork> makeWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                           std::vector<at::Tensor> outputs,
+                                           std::optional<c10::Device> device = std::nullopt) const;
   // A Work already complete (an operation that ran on the calling thread).
   c10::intrusive_ptr<c10d::Work> completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                std::vector<at::Tensor> outputs);
