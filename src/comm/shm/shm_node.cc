@@ -196,7 +196,8 @@ Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, in
   // region overlaps none of round - 1's.
   FW_RETURN_IF_ERROR(awaitAll(finished(round_ - 2), false));
   inputRing_.place(inputBytes);
-  const Reducer* reducer = kind == kAllgather || kind == kBroadcast || kind == kBarrier ? nullptr : &node.reducer();
+  const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce;
+  const Reducer* reducer = reduces ? &node.reducer() : nullptr;  // the copies' contexts have none
   current_ = Descriptor{round_,
                         node.sequence(),
                         static_cast<uint8_t>(kind),
