@@ -7,7 +7,8 @@
 // the other's next call would unblock (gloo finishes each Work on its own).
 // A second thread tests messages, and the markers of coalescing regions,
 // in any order, polling with a backoff while none completes; it looks for
-// new ones on a tick rather than being woken for each (see the .cpp).
+// new ones on a tick rather than being woken for each, and leaves each to
+// its caller for a moment before testing it (see the .cpp).
 //
 // Those threads finish Works nobody waits for (isCompleted, futures). A
 // caller that waits for a Work does not wait for them: it claims the
@@ -19,6 +20,7 @@
 
 #include <fairway/fairway.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -59,6 +61,7 @@ class Completions {
 
  private:
   struct Entry {
+    std::chrono::steady_clock::time_point added;
     std::mutex claim;                   // held while testing or waiting for the requests
     bool finished = false;              // under claim: the Work has been finished
     std::vector<fwRequest_t> requests;  // none: a marker, done when `after` all are
