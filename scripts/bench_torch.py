@@ -13,8 +13,16 @@ gather/scatter buffer, one message of send/recv), busbw = size / time x
 the collective's factor.
 
     .venv/bin/python scripts/bench_torch.py --ranks 2 4 --runs 3 [--out docs/torch_bench.md]
+
+A third reference isolates the torch layer: the same collective through
+Fairway's C API (ctypes, on a communicator of its own) in the same
+processes, on tensors allocated there, blocking. Where a process's memory
+is slower or faster than the perf binary's (a virtual machine's pages
+are not all alike), this column moves with the torch one; "fairway / C
+API" is what torch.distributed and the backend cost.
 """
 import argparse
+import ctypes
 import os
 import statistics
 import subprocess
@@ -121,6 +129,90 @@ def make_call(form, size, rank, world):
     raise ValueError(form)
 
 
+FW_FLOAT32, FW_SUM = 8, 0  # fairway.h's fwFloat32 and fwSum
+
+
+class UniqueId(ctypes.Structure):  # fwUniqueId, passed by value
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+class CApi:
+    """Fairway's C API from Python: the library the fairway extension has
+    loaded, and a communicator of its own over the ranks of `gloo`."""
+
+    def __init__(self, rank, gloo):
+        import fairway
+        self.lib = ctypes.CDLL(os.path.join(os.path.dirname(fairway.__file__), "lib", "libfairway.so.0"))
+        uid = UniqueId()
+        shared = [None]
+        if rank == 0:
+            self.check(self.lib.fwGetUniqueId(ctypes.byref(uid)), "fwGetUniqueId")
+            shared = [ctypes.string_at(ctypes.byref(uid), ctypes.sizeof(uid))]
+        dist.broadcast_object_list(shared, src=0, group=gloo)
+        ctypes.memmove(ctypes.byref(uid), shared[0], ctypes.sizeof(uid))
+        self.comm = ctypes.c_void_p()
+        self.check(self.lib.fwCommInitRank(ctypes.byref(self.comm), dist.get_world_size(), uid, rank),
+                   "fwCommInitRank")
+
+    def check(self, result, what):
+        if result != 0:
+            self.lib.fwGetLastErrorMessage.restype = ctypes.c_char_p
+            raise RuntimeError(f"{what}: {self.lib.fwGetLastErrorMessage().decode()}")
+
+    def destroy(self):
+        self.lib.fwCommDestroy(self.comm)
+
+
+def make_c_call(api, form, size, rank, world):
+    """One blocking Fairway call of `size` bytes on tensors of this process:
+    what the perf binary for `form` calls (list forms: the list calls)."""
+    lib, comm, check = api.lib, api.comm, api.check
+    elements = size // 4
+    block = max(1, elements // world)
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+    n = lambda count: ctypes.c_size_t(count)
+    if form in ("all_reduce", "broadcast", "reduce"):
+        t = torch.ones(elements)
+        call = {"all_reduce": lambda: lib.fwAllReduce(ptr(t), ptr(t), n(elements), FW_FLOAT32, FW_SUM, comm, None),
+                "broadcast": lambda: lib.fwBroadcast(ptr(t), ptr(t), n(elements), FW_FLOAT32, 0, comm, None),
+                "reduce": lambda: lib.fwReduce(ptr(t), ptr(t), n(elements), FW_FLOAT32, FW_SUM, 0, comm,
+                                               None)}[form]
+        return lambda: check(call(), form), [t]
+    if form == "all_gather":
+        x, outs = torch.ones(block), [torch.ones(block) for _ in range(world)]
+        blocks = (ctypes.c_void_p * world)(*[o.data_ptr() for o in outs])
+        return lambda: check(lib.fwAllGatherList(ptr(x), blocks, n(block), FW_FLOAT32, comm, None), form), [x] + outs
+    if form == "reduce_scatter":
+        ins, out = [torch.ones(block) for _ in range(world)], torch.ones(block)
+        blocks = (ctypes.c_void_p * world)(*[i.data_ptr() for i in ins])
+        return lambda: check(lib.fwReduceScatterList(blocks, ptr(out), n(block), FW_FLOAT32, FW_SUM, comm, None),
+                             form), ins + [out]
+    x, out = torch.ones(block * world), torch.ones(block * world)
+    calls = {
+        "all_gather_into_tensor": lambda: lib.fwAllGather(ptr(x), ptr(out), n(block), FW_FLOAT32, comm, None),
+        "reduce_scatter_tensor": lambda: lib.fwReduceScatter(ptr(x), ptr(out), n(block), FW_FLOAT32, FW_SUM, comm,
+                                                             None),
+        "all_to_all": lambda: lib.fwAllToAll(ptr(x), ptr(out), n(block), FW_FLOAT32, comm, None),
+        "all_to_all_single": lambda: lib.fwAllToAll(ptr(x), ptr(out), n(block), FW_FLOAT32, comm, None),
+        "gather": lambda: lib.fwGather(ptr(x), ptr(out), n(block), FW_FLOAT32, 0, comm, None),
+        "scatter": lambda: lib.fwScatter(ptr(x), ptr(out), n(block), FW_FLOAT32, 0, comm, None),
+    }
+    if form in calls:
+        return lambda: check(calls[form](), form), [x, out]
+    assert form == "send_recv", form
+    send, recv = torch.ones(elements), torch.ones(elements)
+
+    def exchange():
+        requests = (ctypes.c_void_p * 2)()
+        check(lib.fwIrecv(ptr(recv), n(elements), FW_FLOAT32, (rank - 1) % world, comm, ctypes.byref(requests, 0)),
+              "fwIrecv")
+        check(lib.fwIsend(ptr(send), n(elements), FW_FLOAT32, (rank + 1) % world, comm,
+                          ctypes.byref(requests, ctypes.sizeof(ctypes.c_void_p))), "fwIsend")
+        for r in requests:
+            check(lib.fwWait(ctypes.c_void_p(r)), "fwWait")
+    return exchange, [send, recv]
+
+
 def timed(run, barrier, agree, budget_s):
     """Seconds per call of `run` over enough calls to fill about budget_s;
     every rank runs the same count (agreed with a MAX over `agree`)."""
@@ -138,10 +230,16 @@ def timed(run, barrier, agree, budget_s):
     return (time.perf_counter() - start) / iterations
 
 
-def measure_torch(rank, world, args, gloo, times, order):
+def measure_torch(rank, world, args, gloo, times, order, api):
     groups = {"fairway": dist.group.WORLD, "gloo": gloo}
     for form in args.forms:
         for size in sizes_between(args.min_bytes, args.max_bytes):
+            run, keep = make_c_call(api, form, size, rank, world)
+            seconds = torch.tensor([timed(run, lambda: dist.barrier(group=gloo), gloo, args.budget_s)],
+                                   dtype=torch.float64)
+            dist.all_reduce(seconds, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
+            times.setdefault(("capi", form, size), []).append(seconds.item())
+            del run, keep
             for mode in ("blocking", "async"):
                 for name in order:
                     group = groups[name]
@@ -246,12 +344,13 @@ def rank_main(rank, world, store, args, results):
     torch.set_num_threads(1)
     dist.init_process_group("fairway", init_method=f"file://{store}", rank=rank, world_size=world)
     gloo = dist.new_group(backend="gloo")
+    api = CApi(rank, gloo)
     times = {}
     for run in range(args.runs):
         order = ["fairway", "gloo"] if run % 2 == 0 else ["gloo", "fairway"]
         if run % 2 == 1:
             measure_perf(rank, world, args, gloo, times)
-        measure_torch(rank, world, args, gloo, times, order)
+        measure_torch(rank, world, args, gloo, times, order, api)
         if run % 2 == 0:
             measure_perf(rank, world, args, gloo, times)
         if args.steps:
@@ -268,6 +367,7 @@ def rank_main(rank, world, store, args, results):
                 times.setdefault(floor, []).append(seconds.item())
     if rank == 0:
         results.put(times)
+    api.destroy()
     dist.destroy_process_group()
 
 
@@ -291,7 +391,8 @@ def report(world, args, times):
             bw = {(name, mode): busbw(times, (name, form, mode, size), size, factor)
                   for name in ("fairway", "gloo") for mode in ("blocking", "async")}
             perf = busbw(times, (binary, column, size), size, factor)
-            lines.append((world, form, size, bw, perf))
+            capi = busbw(times, ("capi", form, size), size, factor)
+            lines.append((world, form, size, bw, perf, capi))
     return lines
 
 
@@ -312,8 +413,8 @@ def main():
     args = parser.parse_args()
     context = mp.get_context("spawn")
     out = ["| ranks | form | size | fairway | gloo | fairway / gloo | fairway async | gloo async | "
-           "async fairway / gloo | perf binary | fairway / perf |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "async fairway / gloo | perf binary | fairway / perf | C API | fairway / C API |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     # The floors: the step with no communication (no DDP at all, or DDP
     # handing its buckets back untouched); gloo / floor is the most any
     # backend could gain over gloo on these ranks.
@@ -332,13 +433,14 @@ def main():
             times = results.get(timeout=7200)
             for p in processes:
                 p.join()
-        for world_, form, size, bw, perf in report(world, args, times):
+        for world_, form, size, bw, perf, capi in report(world, args, times):
             size_text = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
             row = (f"| {world_} | {form} | {size_text} | {fmt(bw['fairway', 'blocking'])} | "
                    f"{fmt(bw['gloo', 'blocking'])} | {fmt(ratio(bw['fairway', 'blocking'], bw['gloo', 'blocking']), 'x')} | "
                    f"{fmt(bw['fairway', 'async'])} | {fmt(bw['gloo', 'async'])} | "
                    f"{fmt(ratio(bw['fairway', 'async'], bw['gloo', 'async']), 'x')} | {fmt(perf)} | "
-                   f"{fmt(ratio(bw['fairway', 'blocking'], perf))} |")
+                   f"{fmt(ratio(bw['fairway', 'blocking'], perf))} | {fmt(capi)} | "
+                   f"{fmt(ratio(bw['fairway', 'blocking'], capi))} |")
             out.append(row)
             print(row, flush=True)
         if args.steps:
