@@ -25,10 +25,15 @@ DeviceRuntime* runtime = nullptr;
 DeviceRuntime* device() { return runtime; }
 
 // Host buffers are written once, so first-touch page faults stay out of
-// the timings.
+// the timings, and every page is the buffer's own. Not memset: a compiler
+// makes malloc + memset(0) one calloc, whose fresh pages are never written
+// and read as the kernel's one shared zero page, so a collective reading
+// such an input reads one cached page (2-rank 16 MiB reduce-scatter 1.08
+// ms that way, 1.43 ms on written pages; 64 MiB scatter 11.3 GB/s busbw
+// against 4.4). explicit_bzero is never elided or merged.
 void* allocateHost(size_t bytes) {
   void* p = std::malloc(bytes);
-  if (p != nullptr) std::memset(p, 0, bytes);
+  if (p != nullptr) explicit_bzero(p, bytes);
   return p;
 }
 
