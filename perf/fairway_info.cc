@@ -5,6 +5,9 @@
 // communicator and rank 0 prints every rank: nodes, local ranks, the GPU and
 // network device of each, the groups, which transports are available (and
 // why not), and the plan per level and per collective and size.
+//
+// `fairway-info --config` prints every FAIRWAY_* variable instead: the value
+// in effect here, whether it was set, and its meaning.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +20,8 @@
 #include "comm/communicator_factory.h"
 #include "comm/local_machine.h"
 #include "core/config.h"
+#include "core/config_variables.h"
+#include "core/environment.h"
 #include "topo/net_device.h"
 
 using namespace fairway;
@@ -164,16 +169,36 @@ void printAlgorithms(const Communicator& comm) {
   }
 }
 
+// Every variable of the table: the value in effect (a Config's as it reads
+// back, or the environment's text), "set" or "default", and the meaning.
+int printVariables(const Config& config) {
+  std::printf("# Environment variables (docs/environment.md)\n");
+  for (const ConfigVariable& v : configVariables()) {
+    const bool set = environmentValue(v.name) != nullptr;
+    std::string value = v.show ? v.show(config) : (set ? environmentValue(v.name) : "");
+    if (value.empty()) value = v.defaultText[0] != '\0' ? v.defaultText : "-";
+    std::printf("  %-30s %-20s %-7s %s\n", v.name, value.c_str(), set ? "set" : "default", v.meaning);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: fairway-info\n  run alone for this machine, or under a launcher for the whole job "
-                         "(e.g. fairwayrun -np 8 --nodes 2 fairway-info)\n");
+  const bool configOnly = argc == 2 && std::strcmp(argv[1], "--config") == 0;
+  if (argc > 1 && !configOnly) {
+    std::fprintf(stderr, "usage: fairway-info [--config]\n  run alone for this machine, or under a launcher for the whole job "
+                         "(e.g. fairwayrun -np 8 --nodes 2 fairway-info)\n"
+                         "  --config: every FAIRWAY_* variable, its value here and its meaning\n");
     return 2;
   }
   Config config;
   Status st = Config::fromEnvironment(&config);
+  if (configOnly) {
+    if (st.isOk()) return printVariables(config);
+    std::fprintf(stderr, "fairway-info: %s\n", st.message().c_str());
+    return 1;
+  }
   std::unique_ptr<Communicator> comm;
   if (st.isOk() && launchedByLauncher()) {
     st = createFromLauncher(config, &comm);

@@ -3,15 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/environment.h"
 #include "core/log.h"
 
 namespace fairway {
 namespace {
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && *v != '\0') ? v : nullptr;
-}
 
 Status parseNonNegative(const char* name, const char* text, int* out) {
   char* end = nullptr;
@@ -38,13 +34,13 @@ const RankSource kRankSources[] = {
 
 // Identifies this job among others on the same root address.
 std::string launcherJobId() {
-  if (const char* v = env("TORCHELASTIC_RUN_ID")) return std::string("torchrun:") + v;
-  if (const char* job = env("SLURM_JOB_ID")) {
-    const char* step = env("SLURM_STEP_ID");
+  if (const char* v = environmentValue("TORCHELASTIC_RUN_ID")) return std::string("torchrun:") + v;
+  if (const char* job = environmentValue("SLURM_JOB_ID")) {
+    const char* step = environmentValue("SLURM_STEP_ID");
     return std::string("slurm:") + job + "." + (step ? step : "");
   }
-  if (const char* v = env("OMPI_MCA_ess_base_jobid")) return std::string("ompi:") + v;
-  if (const char* v = env("PMIX_NAMESPACE")) return std::string("pmix:") + v;
+  if (const char* v = environmentValue("OMPI_MCA_ess_base_jobid")) return std::string("ompi:") + v;
+  if (const char* v = environmentValue("PMIX_NAMESPACE")) return std::string("pmix:") + v;
   return "";
 }
 
@@ -52,7 +48,7 @@ std::string launcherJobId() {
 
 bool launchedByLauncher() {
   for (const RankSource& s : kRankSources) {
-    if (env(s.rankVar) && env(s.sizeVar)) return true;
+    if (environmentValue(s.rankVar) && environmentValue(s.sizeVar)) return true;
   }
   return false;
 }
@@ -60,7 +56,7 @@ bool launchedByLauncher() {
 Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out) {
   const RankSource* source = nullptr;
   for (const RankSource& s : kRankSources) {
-    if (env(s.rankVar) && env(s.sizeVar)) { source = &s; break; }
+    if (environmentValue(s.rankVar) && environmentValue(s.sizeVar)) { source = &s; break; }
   }
   if (source == nullptr) {
     return Status(fwInvalidUsage,
@@ -68,8 +64,8 @@ Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out) {
                   "mpirun (Open MPI) or srun");
   }
   out->launcher = source->launcher;
-  FW_RETURN_IF_ERROR(parseNonNegative(source->rankVar, env(source->rankVar), &out->rank));
-  FW_RETURN_IF_ERROR(parseNonNegative(source->sizeVar, env(source->sizeVar), &out->size));
+  FW_RETURN_IF_ERROR(parseNonNegative(source->rankVar, environmentValue(source->rankVar), &out->rank));
+  FW_RETURN_IF_ERROR(parseNonNegative(source->sizeVar, environmentValue(source->sizeVar), &out->size));
   if (out->size < 1 || out->rank >= out->size) {
     return Status(fwInvalidRank, std::string(source->rankVar) + "=" + std::to_string(out->rank) + " is not below " +
                                      source->sizeVar + "=" + std::to_string(out->size));
@@ -78,11 +74,11 @@ Status readLauncherEnvironment(const Config& config, LauncherEnvironment* out) {
   std::string root;
   if (!config.commId.empty()) {
     root = config.commId;
-  } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
+  } else if (environmentValue("MASTER_ADDR") && environmentValue("MASTER_PORT")) {
     int port = 0;
-    FW_RETURN_IF_ERROR(parseNonNegative("MASTER_PORT", env("MASTER_PORT"), &port));
+    FW_RETURN_IF_ERROR(parseNonNegative("MASTER_PORT", environmentValue("MASTER_PORT"), &port));
     if (port < 1 || port >= 65535) return Status(fwInvalidArgument, "MASTER_PORT must be in [1, 65534]");
-    root = std::string(env("MASTER_ADDR")) + ":" + std::to_string(port + 1);
+    root = std::string(environmentValue("MASTER_ADDR")) + ":" + std::to_string(port + 1);
   } else {
     return Status(fwInvalidUsage, "no bootstrap root: set FAIRWAY_COMM_ID=host:port (host = rank 0's node), or "
                                   "MASTER_ADDR and MASTER_PORT");

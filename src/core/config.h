@@ -1,6 +1,7 @@
-// Every FAIRWAY_* setting, read from the environment in one place with types,
-// defaults and validation. A communicator takes a snapshot at creation, so a
-// setting changed later affects only communicators created later.
+// Every FAIRWAY_* setting a communicator takes, read through the table of
+// core/config_variables.cc (types, defaults, ranges, meanings). A
+// communicator takes a snapshot at creation, so a setting changed later
+// affects only communicators created later.
 #pragma once
 
 #include <cstddef>

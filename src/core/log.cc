@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/environment.h"
 #include "core/strings.h"
 
 namespace fairway {
@@ -69,9 +70,9 @@ const LogSettings& settings() {
   static const LogSettings s = [] {
     LogSettings v;
     gethostname(v.host, sizeof(v.host) - 1);
-    v.level = parseLevel(std::getenv("FAIRWAY_DEBUG"));
-    v.subsysMask = parseSubsystems(std::getenv("FAIRWAY_DEBUG_SUBSYS"));
-    v.out = openLogFile(std::getenv("FAIRWAY_DEBUG_FILE"), v.host);
+    v.level = parseLevel(environmentValue("FAIRWAY_DEBUG"));
+    v.subsysMask = parseSubsystems(environmentValue("FAIRWAY_DEBUG_SUBSYS"));
+    v.out = openLogFile(environmentValue("FAIRWAY_DEBUG_FILE"), v.host);
     return v;
   }();
   return s;

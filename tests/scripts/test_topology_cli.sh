@@ -27,6 +27,12 @@ expect() {
 }
 
 expect 0 'GPUs: none|GPU 0' "fairway-info alone describes this machine" -- "$info"
+expect 0 'FAIRWAY_SLICE_BYTES +2M +set' \
+  "fairway-info --config prints each variable's value in effect" -- env FAIRWAY_SLICE_BYTES=2048K "$info" --config
+expect 0 'FAIRWAY_JOB_SECRET +\(set\) +set' "fairway-info --config never prints the job secret" -- \
+  sh -c "FAIRWAY_JOB_SECRET=hunter2 '$info' --config | grep -v hunter2"
+expect fail 'FAIRWAY_SPIN_US=soon is not an integer' "fairway-info --config names an invalid variable" -- \
+  env FAIRWAY_SPIN_US=soon "$info" --config
 # Without a GPU device buffers have no plan; with one they have NCCL or staging.
 expect 0 'plan: (device buffers: none|.*device buffers: intra-node (nccl|ucx-staged))' \
   "the plan's choice is logged at INFO" -- env FAIRWAY_DEBUG=INFO "$info"

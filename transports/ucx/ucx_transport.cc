@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "core/environment.h"
 #include "core/log.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_version.h"
@@ -88,7 +89,7 @@ class UcxTransport final : public Transport {
     // shared cores costs a context switch per message. It equals the ring's
     // default segment (FAIRWAY_SEGMENT_BYTES, 256 KiB), so full segments of
     // large buffers still move zero-copy (CMA). UCX_RNDV_THRESH wins if set.
-    if (std::getenv("UCX_RNDV_THRESH") == nullptr) {
+    if (environmentValue("UCX_RNDV_THRESH") == nullptr) {
       st = ucp_config_modify(config, "RNDV_THRESH", kDefaultRendezvousThreshold);
       if (st != UCS_OK) FW_LOG(Warn, Transport, "ucx: cannot set RNDV_THRESH: %s", ucs_status_string(st));
     }
@@ -270,11 +271,11 @@ class UcxTransport final : public Transport {
   // the chosen NIC is the only network device. UCX_TLS and UCX_NET_DEVICES
   // set by the user win.
   Status restrictToNetwork(ucp_config_t* config) {
-    if (networkOnly_ && std::getenv("UCX_TLS") == nullptr) {
+    if (networkOnly_ && environmentValue("UCX_TLS") == nullptr) {
       ucs_status_t st = ucp_config_modify(config, "TLS", "^sm,self");
       if (st != UCS_OK) return ucxError("excluding shared memory from the inter-node transports", st);
     }
-    if (!netDevice_.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    if (!netDevice_.empty() && environmentValue("UCX_NET_DEVICES") == nullptr) {
       ucs_status_t st = ucp_config_modify(config, "NET_DEVICES", netDevice_.c_str());
       if (st != UCS_OK) return ucxError(("selecting network device " + netDevice_).c_str(), st);
     }

@@ -1,0 +1,35 @@
+// Every FAIRWAY_* variable in one table: its name, its default as README
+// shows it, one line of meaning, and for the settings a communicator
+// takes, how a value goes into a Config and how the value in effect reads.
+// Config::fromVariables parses from it, `fairway-info --config` prints it,
+// and a unit test fails when README's table of variables says otherwise.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace fairway {
+
+// Who reads a variable: a communicator's Config, the logger (which starts
+// before any Config), or the launcher support (rank and size).
+enum class VariableReader { Config, Logger, Launcher };
+
+struct ConfigVariable {
+  const char* name;
+  const char* defaultText;  // README's: a value, a description, or empty
+  const char* meaning;      // README's line, markdown
+  VariableReader reader;
+  // Config variables only: applies a set value (failing with a message
+  // that names the variable), and shows the value in effect ("" if unset).
+  std::function<Status(const char* text, Config* config)> apply;
+  std::function<std::string(const Config& config)> show;
+};
+
+// In README's order.
+const std::vector<ConfigVariable>& configVariables();
+
+}  // namespace fairway
