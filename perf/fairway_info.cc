@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/selector.h"
 #include "bootstrap/launcher_env.h"
 #include "comm/communicator.h"
 #include "comm/communicator_factory.h"
@@ -22,6 +21,7 @@
 #include "core/config.h"
 #include "core/config_variables.h"
 #include "core/environment.h"
+#include "selection/selector.h"
 #include "topo/net_device.h"
 
 using namespace fairway;

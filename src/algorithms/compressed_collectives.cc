@@ -38,7 +38,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/data_space.h"
 #include "algorithms/two_phase.h"
-#include "comm/collective_args.h"
+#include "collective/collective_args.h"
 #include "core/quantize_kernels.h"
 
 namespace fairway {

@@ -11,11 +11,11 @@
 #include "algorithms/chunk_layout.h"
 #include "algorithms/data_space.h"
 #include "algorithms/node_phase.h"
-#include "algorithms/pipeline_settings.h"
-#include "comm/messenger.h"
-#include "comm/scratch.h"
-#include "comm/tags.h"
+#include "core/pipeline_settings.h"
 #include "core/reducer.h"
+#include "p2p/messenger.h"
+#include "p2p/scratch.h"
+#include "p2p/tags.h"
 #include "topo/rank_layout.h"
 
 namespace fairway {

@@ -8,11 +8,11 @@
 #include <cstddef>
 #include <cstring>
 
-#include "comm/scratch.h"
 #include "core/bytes.h"
 #include "core/quantize_kernels.h"
 #include "core/reducer.h"
 #include "core/status.h"
+#include "p2p/scratch.h"
 
 namespace fairway {
 

@@ -5,9 +5,9 @@
 #include "api/handles.h"
 #include "bootstrap/root.h"
 #include "comm/communicator_factory.h"
-#include "comm/tags.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "p2p/tags.h"
 
 using namespace fairway;
 

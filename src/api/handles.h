@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "comm/collective_args.h"
+#include "collective/collective_args.h"
 #include "comm/communicator.h"
 
 namespace fairway {

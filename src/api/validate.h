@@ -2,7 +2,7 @@
 // its own result code. Nothing is checked twice further down.
 #pragma once
 
-#include "comm/collective_args.h"
+#include "collective/collective_args.h"
 #include "core/status.h"
 
 namespace fairway {

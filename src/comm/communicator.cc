@@ -6,12 +6,12 @@
 #include <atomic>
 #include <cstring>
 
+#include "algorithms/dispatch.h"
 #include "comm/link_probe.h"
-#include "comm/run_collective.h"
-#include "comm/tags.h"
 #include "comm/transport_loader.h"
 #include "core/datatype.h"
 #include "core/log.h"
+#include "p2p/tags.h"
 
 namespace fairway {
 
@@ -222,7 +222,7 @@ Communicator::Communicator(const Config& config, const Selector& selector,
     : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout), plan_(plan),
       netDevice_(net),
       machine_(machine), pointToPoint_(*messenger_, messenger_->rank(), messenger_->size()) {
-  if (selector_.deviceRoutes().present) device_ = std::make_unique<DeviceCollectives>(*this);
+  if (selector_.deviceRoutes().present) device_ = std::make_unique<DeviceCollectives>(*this, config_, *machine_);
 }
 
 Communicator::~Communicator() {

@@ -9,23 +9,23 @@
 #include <vector>
 
 #include "algorithms/data_space.h"
-#include "algorithms/selector.h"
-#include "comm/collective_args.h"
+#include "collective/collective_args.h"
+#include "comm/collective_runner.h"
 #include "comm/device_collectives.h"
 #include "comm/executor.h"
-#include "comm/messenger.h"
-#include "comm/point_to_point.h"
-#include "comm/scratch.h"
-#include "comm/shm/shm_node.h"
-#include "core/config.h"
 #include "comm/local_machine.h"
+#include "core/config.h"
+#include "p2p/messenger.h"
+#include "p2p/point_to_point.h"
+#include "p2p/scratch.h"
+#include "providers/shm/shm_node.h"
 #include "topo/net_device.h"
 #include "topo/rank_layout.h"
 #include "topo/transport_plan.h"
 
 namespace fairway {
 
-class Communicator {
+class Communicator final : public CollectiveRunner {
  public:
   // Exchanges each rank's bytes with every other rank, out of band: the
   // bootstrap root, or a parent communicator during a split.
@@ -35,11 +35,11 @@ class Communicator {
                        std::unique_ptr<Communicator>* out);
   ~Communicator();
 
-  int rank() const { return messenger_->rank(); }
-  int size() const { return messenger_->size(); }
+  int rank() const override { return messenger_->rank(); }
+  int size() const override { return messenger_->size(); }
 
   // Runs a validated collective and returns when it is done.
-  Status collective(const CollectiveArgs& args);
+  Status collective(const CollectiveArgs& args) override;
   // Queues it behind earlier collectives; *operation reports completion.
   Status startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation);
 
@@ -60,35 +60,17 @@ class Communicator {
   // The communicator's failure, or one NCCL saw in enqueued work.
   Status asyncError();
 
-  // Work a device call hands to the communicator's worker thread: queued
-  // behind earlier calls, with `collectives` collective numbers reserved now,
-  // in call order, so every rank numbers them alike. fn runs later on the
-  // worker and runs its host collectives through runReserved with those
-  // numbers; it must not call collective() (the worker would wait for itself).
-  Status startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn);
-  // How a reserved collective runs: the algorithm the device path
-  // selected, the data space its buffers are in (null: host memory), the
-  // providers of a hierarchical algorithm's phases, and the whole call
-  // when args is one slice of it (every slice's messages carry the whole
-  // call's signature, under its one number).
-  struct Reserved {
-    bool chosen = false;  // false: select here, as for a host call
-    Algorithm algorithm = Algorithm::Ring;
-    DataSpace* space = nullptr;
-    Hierarchy hierarchy;
-    const CollectiveArgs* whole = nullptr;
-  };
-  Status runReserved(const CollectiveArgs& args, uint32_t sequence, const Reserved& how) {
+  // CollectiveRunner: reserved work for the device path.
+  Status startReserved(uint32_t collectives, std::function<Status(uint32_t firstSequence)> fn) override;
+  Status runReserved(const CollectiveArgs& args, uint32_t sequence, const Reserved& how) override {
     return execute(args, sequence, {}, how);
   }
-  // Point-to-point messages: tagged, numbered in call order, from any source.
-  PointToPoint& pointToPoint() { return pointToPoint_; }
-  Messenger& messenger() { return *messenger_; }
-  const RankLayout& layout() const { return layout_; }
+  PointToPoint& pointToPoint() override { return pointToPoint_; }
+  Messenger& messenger() override { return *messenger_; }
+  const RankLayout& layout() const override { return layout_; }
   const TransportPlan& plan() const { return plan_; }
   const Config& config() const { return config_; }
-  // The selection table, with this communicator's device routes.
-  const Selector& selector() const { return selector_; }
+  const Selector& selector() const override { return selector_; }
   // The network device of this rank's inter-node traffic (empty: UCX's choice).
   const NetDeviceChoice& netDevice() const { return netDevice_; }
   LocalMachine& machine() { return *machine_; }

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "comm/communicator.h"
-#include "comm/shm/shm_node.h"
 #include "core/log.h"
+#include "providers/shm/shm_node.h"
 
 namespace fairway {
 namespace {

@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 
-#include "comm/communicator.h"
 #include "core/datatype.h"
 #include "core/log.h"
 
@@ -49,10 +48,12 @@ Status makeIdRecord(const NativeCollectivesEntry& nccl, uint8_t* record) {
 
 }  // namespace
 
-DeviceCollectives::DeviceCollectives(Communicator& comm)
+DeviceCollectives::DeviceCollectives(CollectiveRunner& comm, const Config& config, LocalMachine& machine)
     : comm_(comm),
-      device_(*comm.machine().device),
-      timeoutMs_(comm.config().timeoutMs),
+      device_(*machine.device),
+      nccl_(machine.nccl),
+      timeoutMs_(config.timeoutMs),
+      stagingSliceBytes_(config.pipeline.stagingSliceBytes),
       copier_(device_, timeoutMs_),
       slices_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}},
       whole_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}} {}
@@ -86,7 +87,7 @@ Status DeviceCollectives::ensureNative() {
   // Rank 0 makes the id; everyone gets it over Fairway's own broadcast. A
   // failure on rank 0 still broadcasts (an empty id) so no rank is left waiting.
   uint8_t message[kUniqueIdMessageBytes] = {};
-  const Status made = comm_.rank() == 0 ? makeIdRecord(*comm_.machine().nccl, message) : Status::ok();
+  const Status made = comm_.rank() == 0 ? makeIdRecord(*nccl_, message) : Status::ok();
   FW_RETURN_IF_ERROR(comm_.collective(makeArgs(CollectiveKind::Broadcast, message, message, sizeof(message)))
                          .withContext("sending the NCCL unique id"));
   FW_RETURN_IF_ERROR(made.withContext("rank 0 making the NCCL unique id"));
@@ -109,7 +110,7 @@ Status DeviceCollectives::createNative(int rank, int size, const uint8_t* record
   init.size = size;
   init.uniqueId.assign(record + 4, record + 4 + length);
   FW_RETURN_IF_ERROR(device_.currentDevice(&init.device, busId));
-  return comm_.machine().nccl->create(init, out);
+  return nccl_->create(init, out);
 }
 
 Status DeviceCollectives::runNative(const CollectiveArgs& a, void* stream) {
@@ -203,7 +204,7 @@ Status DeviceCollectives::ensureNodePhase() {
   const int rank = comm_.rank(), node = layout.nodeOf(rank);
   std::vector<uint8_t> mine(kUniqueIdMessageBytes, 0), all(kUniqueIdMessageBytes * comm_.size(), 0);
   const Status made =
-      layout.localRankOf(rank) == 0 ? makeIdRecord(*comm_.machine().nccl, mine.data()) : Status::ok();
+      layout.localRankOf(rank) == 0 ? makeIdRecord(*nccl_, mine.data()) : Status::ok();
   FW_RETURN_IF_ERROR(comm_.collective(makeArgs(CollectiveKind::AllGather, mine.data(), all.data(),
                                                      kUniqueIdMessageBytes))
                          .withContext("exchanging the nodes' NCCL unique ids"));
@@ -223,7 +224,7 @@ Status DeviceCollectives::ensureNodePhase() {
 }
 
 Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence) {
-  Communicator::Reserved how;
+  CollectiveRunner::Reserved how;
   how.chosen = true;
   how.algorithm = algorithm;
   how.space = &deviceSpace();
@@ -241,7 +242,7 @@ DeviceDataSpace& DeviceCollectives::deviceSpace() {
 
 Status DeviceCollectives::runDirect(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence,
                                      bool stagedRail) {
-  Communicator::Reserved how;
+  CollectiveRunner::Reserved how;
   how.chosen = true;
   how.algorithm = algorithm;
   how.space = &deviceSpace();
@@ -258,7 +259,7 @@ PinnedDataSpace& DeviceCollectives::pinnedRail() {
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   SelectionKey key = selectionKeyOf(a, comm_.size(), &comm_.layout(), /*onDevice=*/true);
-  key.ncclRunsIt = ncclRuns(comm_.machine().nccl, a);
+  key.ncclRunsIt = ncclRuns(nccl_, a);
   const Selection chosen = comm_.selector().select(key);
   if (chosen.algorithm == Algorithm::Native) return runNative(a, stream);
   const Algorithm algorithm = chosen.algorithm;

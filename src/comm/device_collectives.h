@@ -14,19 +14,19 @@
 #include <mutex>
 #include <vector>
 
-#include "algorithms/selector.h"
-#include "comm/collective_args.h"
-#include "comm/device_data_space.h"
-#include "comm/native_node_phase.h"
-#include "comm/private_stream.h"
-#include "comm/staging_buffer.h"
+#include "collective/collective_args.h"
+#include "comm/collective_runner.h"
+#include "comm/local_machine.h"
+#include "core/config.h"
 #include "core/status.h"
+#include "providers/device_data_space.h"
+#include "providers/native_node_phase.h"
+#include "providers/private_stream.h"
+#include "providers/staging_buffer.h"
 #include "transports/device_runtime.h"
 #include "transports/native_collectives.h"
 
 namespace fairway {
-
-class Communicator;
 
 // Whether NCCL (nullptr: not usable) runs this collective natively: its
 // kind, and its type with its op (NCCL has no bitwise reductions).
@@ -34,7 +34,7 @@ bool ncclRuns(const NativeCollectivesEntry* nccl, const CollectiveArgs& args);
 
 class DeviceCollectives {
  public:
-  explicit DeviceCollectives(Communicator& comm);
+  DeviceCollectives(CollectiveRunner& comm, const Config& config, LocalMachine& machine);
   ~DeviceCollectives();
 
   // args is validated and its buffers are device memory.
@@ -91,9 +91,11 @@ class DeviceCollectives {
   Status directRecv(void* buf, size_t bytes, int peer, uint64_t number);
   Status ensureStagingResources();
 
-  Communicator& comm_;
+  CollectiveRunner& comm_;
   DeviceRuntime& device_;
+  const NativeCollectivesEntry* nccl_;  // null: NCCL is not usable here
   int64_t timeoutMs_;  // bounds every wait on a stream or event
+  size_t stagingSliceBytes_;  // FAIRWAY_STAGING_SLICE_BYTES
   std::mutex mutex_;  // one device call at a time per communicator
   std::unique_ptr<NativeCollectives> native_;
   // Worker hand-off: the flag streams wait on, and the last ticket issued

@@ -3,10 +3,9 @@
 // a private copy stream (see docs/DESIGN.md, "Device buffers").
 #include <algorithm>
 
-#include "comm/communicator.h"
 #include "comm/device_collectives.h"
-#include "comm/tags.h"
 #include "core/datatype.h"
+#include "p2p/tags.h"
 
 namespace fairway {
 namespace {
@@ -35,7 +34,7 @@ Status DeviceCollectives::enqueueStaged(const CollectiveArgs& a, Algorithm algor
 
 Status DeviceCollectives::runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, Algorithm algorithm,
                                          uint32_t sequence) {
-  Communicator::Reserved how;
+  CollectiveRunner::Reserved how;
   how.chosen = true;
   how.algorithm = algorithm;
   how.whole = &whole;
@@ -50,7 +49,7 @@ Status DeviceCollectives::ensureStagingResources() {
 }
 
 size_t DeviceCollectives::stagedSliceElements(const CollectiveArgs& a) const {
-  return std::max<size_t>(1, comm_.config().pipeline.stagingSliceBytes / datatypeSize(a.datatype));
+  return std::max<size_t>(1, stagingSliceBytes_ / datatypeSize(a.datatype));
 }
 
 // Slice s is copied to the host while slice s-1 crosses the network and
@@ -123,7 +122,7 @@ SlicePieces piecesOf(const CollectiveArgs& a, int rank, int n, size_t from) {
 size_t DeviceCollectives::blockSliceElements(const CollectiveArgs& a) const {
   // n pieces of a slice fit the staging budget; the same on every rank.
   const size_t perElement = static_cast<size_t>(comm_.size()) * datatypeSize(a.datatype);
-  return std::max<size_t>(1, comm_.config().pipeline.stagingSliceBytes / perElement);
+  return std::max<size_t>(1, stagingSliceBytes_ / perElement);
 }
 
 // Collectives with a block per rank move in slices of every block: the
@@ -173,7 +172,7 @@ Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, Algorithm alg
 // reports), so staging stays within the two slice buffers at any size.
 Status DeviceCollectives::runStagedAllToAllv(const CollectiveArgs& a, uint32_t sequence) {
   const int n = comm_.size(), r = comm_.rank();
-  const size_t es = datatypeSize(a.datatype), slice = comm_.config().pipeline.stagingSliceBytes;
+  const size_t es = datatypeSize(a.datatype), slice = stagingSliceBytes_;
   const uint8_t signature = collectiveSignature(a);
   FW_RETURN_IF_ERROR(ensureStagingResources());
   char* const send = static_cast<char*>(const_cast<void*>(a.send));
@@ -231,12 +230,12 @@ Status DeviceCollectives::runStagedAllToAllv(const CollectiveArgs& a, uint32_t s
 // cut alike (a count that differs is a mismatch UCX reports); an empty
 // message is one empty slice.
 size_t DeviceCollectives::messageSlices(size_t bytes) const {
-  const size_t slice = comm_.config().pipeline.stagingSliceBytes;
+  const size_t slice = stagingSliceBytes_;
   return std::max<size_t>(1, (bytes + slice - 1) / slice);
 }
 
 Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, uint64_t number) {
-  const size_t slice = comm_.config().pipeline.stagingSliceBytes, slices = messageSlices(bytes);
+  const size_t slice = stagingSliceBytes_, slices = messageSlices(bytes);
   FW_RETURN_IF_ERROR(ensureStagingResources());
   for (StagingBuffer& b : slices_) FW_RETURN_IF_ERROR(b.reserve(std::min(bytes, slice)));
   Pending pending[2];
@@ -253,7 +252,7 @@ Status DeviceCollectives::stagedSend(const void* buf, size_t bytes, int peer, ui
 }
 
 Status DeviceCollectives::stagedRecv(void* buf, size_t bytes, int peer, uint64_t number) {
-  const size_t slice = comm_.config().pipeline.stagingSliceBytes, slices = messageSlices(bytes);
+  const size_t slice = stagingSliceBytes_, slices = messageSlices(bytes);
   FW_RETURN_IF_ERROR(ensureStagingResources());
   for (StagingBuffer& b : slices_) FW_RETURN_IF_ERROR(b.reserve(std::min(bytes, slice)));
   Pending pending[2];

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <vector>
 
-#include "comm/communicator.h"
 
 namespace fairway {
 namespace {
@@ -21,7 +20,7 @@ double nowUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-Status exchange(Communicator& comm, bool sendFirst, int peer, void* sendBuf, size_t sendBytes, void* recvBuf,
+Status exchange(CollectiveRunner& comm, bool sendFirst, int peer, void* sendBuf, size_t sendBytes, void* recvBuf,
                 size_t recvBytes) {
   Pending send, recv;
   if (sendFirst) {
@@ -39,7 +38,7 @@ Status exchange(Communicator& comm, bool sendFirst, int peer, void* sendBuf, siz
 // Run by the two ranks of a pair; the one that starts (rank 0) measures.
 // Latency: half the mean round trip of an 8-byte ping-pong. Bandwidth:
 // kBandwidthBytes one way answered by 8 bytes, less the two latencies.
-Status pingPong(Communicator& comm, int peer, bool starts, std::vector<char>& big, LinkModel* out) {
+Status pingPong(CollectiveRunner& comm, int peer, bool starts, std::vector<char>& big, LinkModel* out) {
   char small[8] = {}, reply[8] = {};
   double t0 = 0;
   for (int i = 0; i < kLatencyWarmup + kLatencyRounds; ++i) {
@@ -63,7 +62,7 @@ Status pingPong(Communicator& comm, int peer, bool starts, std::vector<char>& bi
 
 }  // namespace
 
-Status measureLinks(Communicator& comm, MeasuredLinks* out) {
+Status measureLinks(CollectiveRunner& comm, MeasuredLinks* out) {
   const RankLayout& layout = comm.layout();
   const int me = comm.rank();
   // Nodes are numbered by lowest rank: rank 0 leads node 0.

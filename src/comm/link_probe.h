@@ -6,12 +6,12 @@
 // MiB per link, on top of the communicator's creation.
 #pragma once
 
-#include "algorithms/link_model.h"
+#include "comm/collective_runner.h"
+#include "core/link_model.h"
 #include "core/status.h"
 
 namespace fairway {
 
-class Communicator;
 
 struct MeasuredLinks {
   bool intraMeasured = false, interMeasured = false;
@@ -19,6 +19,6 @@ struct MeasuredLinks {
 };
 
 // Collective over comm: every rank calls it.
-Status measureLinks(Communicator& comm, MeasuredLinks* out);
+Status measureLinks(CollectiveRunner& comm, MeasuredLinks* out);
 
 }  // namespace fairway

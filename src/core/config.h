@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/link_model.h"
-#include "algorithms/pipeline_settings.h"
 #include "core/compression.h"
+#include "core/link_model.h"
+#include "core/pipeline_settings.h"
 #include "core/status.h"
 
 namespace fairway {

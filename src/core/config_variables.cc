@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config_parse.h"
+#include "core/environment.h"
 #include "core/strings.h"
 
 namespace fairway {
@@ -291,6 +292,23 @@ std::vector<ConfigVariable> makeTable() {
 const std::vector<ConfigVariable>& configVariables() {
   static const std::vector<ConfigVariable> table = makeTable();
   return table;
+}
+
+// Config reads itself through the table.
+Status Config::fromEnvironment(Config* out) {
+  return fromVariables(environmentValue, out);
+}
+
+Status Config::fromVariables(const VariableLookup& lookup, Config* out) {
+  Config config;
+  for (const ConfigVariable& variable : configVariables()) {
+    if (variable.reader != VariableReader::Config) continue;
+    const char* text = lookup(variable.name);
+    if (text == nullptr || *text == '\0') continue;  // unset or empty: the default
+    FW_RETURN_IF_ERROR(variable.apply(text, &config));
+  }
+  *out = config;
+  return Status::ok();
 }
 
 }  // namespace fairway

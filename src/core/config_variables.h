@@ -1,8 +1,9 @@
-// Every FAIRWAY_* variable in one table: its name, its default as README
-// shows it, one line of meaning, and for the settings a communicator
-// takes, how a value goes into a Config and how the value in effect reads.
-// Config::fromVariables parses from it, `fairway-info --config` prints it,
-// and a unit test fails when README's table of variables says otherwise.
+// Every FAIRWAY_* variable in one table: its name, its default as
+// docs/environment.md shows it, one line of meaning, and for the settings a
+// communicator takes, how a value goes into a Config and how the value in
+// effect reads. Config::fromVariables is a loop over it (defined in
+// config_variables.cc), `fairway-info --config` prints it, and a unit test
+// fails when docs/environment.md says otherwise.
 #pragma once
 
 #include <functional>

@@ -15,7 +15,7 @@
 #include "bootstrap/job_secret.h"
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
-#include "comm/peer_info.h"
+#include "p2p/peer_info.h"
 
 namespace fairway {
 namespace {

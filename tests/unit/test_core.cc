@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/selector.h"
 #include "core/config.h"
-#include "transports/ucx/ucx_version.h"
-#include "core/datatype.h"
-#include "core/reducer.h"
-#include "core/reduce_kernels.h"
 #include "core/copy_kernels.h"
+#include "core/datatype.h"
+#include "core/reduce_kernels.h"
+#include "core/reducer.h"
+#include "selection/selector.h"
+#include "transports/ucx/ucx_version.h"
 
 #include <cstring>
 

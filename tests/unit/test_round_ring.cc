@@ -10,7 +10,7 @@
 #include <set>
 #include <utility>
 
-#include "comm/shm/round_ring.h"
+#include "providers/shm/round_ring.h"
 
 namespace fairway {
 namespace {

@@ -2,7 +2,7 @@
 // with the algorithm and the provider of each phase.
 #include <gtest/gtest.h>
 
-#include "algorithms/selector.h"
+#include "selection/selector.h"
 
 namespace fairway {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "comm/shm/shm_node.h"
-#include "comm/shm/shm_segment.h"
+#include "providers/shm/shm_node.h"
+#include "providers/shm/shm_segment.h"
 
 namespace fairway {
 namespace {

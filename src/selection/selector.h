@@ -13,26 +13,13 @@
 #include <string>
 #include <tuple>
 
-#include "algorithms/link_model.h"
-#include "comm/collective_args.h"
+#include "algorithms/algorithm.h"
+#include "collective/collective_args.h"
+#include "core/link_model.h"
 #include "core/status.h"
 #include "topo/rank_layout.h"
 
 namespace fairway {
-
-enum class Algorithm {
-  Ring, Rabenseifner, RecursiveDoubling, Bruck, Binomial, Pairwise, Linear, Dissemination, TwoPhase, Leaders,
-  Native,  // the provider's own collective over every rank (NCCL)
-  // Compressed reduce-scatter and allreduce (compressed_collectives.cc):
-  // every rank on its own, or full precision inside nodes. Compressed
-  // allgather runs a plain allgather over its wire format.
-  CompressedFlat, CompressedTwoPhase,
-  // The node's shared-memory provider over a single-node communicator
-  // (comm/shm/): allreduce, reduce-scatter, allgather, broadcast, reduce, barrier.
-  SharedMemory,
-};
-bool isCompressedAlgorithm(Algorithm algorithm);
-const char* algorithmName(Algorithm algorithm);
 
 // Who moves a phase's data.
 enum class Provider {

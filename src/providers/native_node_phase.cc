@@ -1,4 +1,4 @@
-#include "comm/native_node_phase.h"
+#include "providers/native_node_phase.h"
 
 #include "algorithms/context.h"
 

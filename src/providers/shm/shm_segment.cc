@@ -1,4 +1,4 @@
-#include "comm/shm/shm_segment.h"
+#include "providers/shm/shm_segment.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/peer_info.h"
+#include "p2p/peer_info.h"
 
 namespace fairway {
 namespace {

@@ -1,4 +1,4 @@
-#include "comm/device_data_space.h"
+#include "providers/device_data_space.h"
 
 #include <new>
 

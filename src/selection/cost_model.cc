@@ -1,4 +1,4 @@
-#include "algorithms/cost_model.h"
+#include "selection/cost_model.h"
 
 #include <cerrno>
 #include <cmath>

@@ -1,39 +1,38 @@
-#include "algorithms/selector.h"
+#include "selection/selector.h"
 
 #include <atomic>
 #include <cstdio>
 #include <vector>
 
-#include "algorithms/cost_model.h"
 #include "core/datatype.h"
 #include "core/log.h"
+#include "selection/cost_model.h"
 
 namespace fairway {
 namespace {
 
 struct Candidates {
   CollectiveKind kind;
-  const char* name;  // as written in FAIRWAY_ALGO
   std::vector<Algorithm> algorithms;
 };
 
 const std::vector<Candidates>& candidates() {
   static const std::vector<Candidates> table = {
-      {CollectiveKind::AllReduce, "allreduce",
+      {CollectiveKind::AllReduce,
        {Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::RecursiveDoubling, Algorithm::TwoPhase,
         Algorithm::Leaders, Algorithm::SharedMemory, Algorithm::CompressedFlat, Algorithm::CompressedTwoPhase}},
-      {CollectiveKind::ReduceScatter, "reducescatter",
+      {CollectiveKind::ReduceScatter,
        {Algorithm::Ring, Algorithm::TwoPhase, Algorithm::SharedMemory, Algorithm::CompressedFlat,
         Algorithm::CompressedTwoPhase}},
-      {CollectiveKind::AllGather, "allgather",
+      {CollectiveKind::AllGather,
        {Algorithm::Ring, Algorithm::Bruck, Algorithm::TwoPhase, Algorithm::SharedMemory}},
-      {CollectiveKind::Broadcast, "broadcast", {Algorithm::Binomial, Algorithm::Leaders, Algorithm::SharedMemory}},
-      {CollectiveKind::Reduce, "reduce", {Algorithm::Binomial, Algorithm::Leaders, Algorithm::SharedMemory}},
-      {CollectiveKind::AllToAll, "alltoall", {Algorithm::Pairwise}},
-      {CollectiveKind::AllToAllv, "alltoallv", {Algorithm::Pairwise}},
-      {CollectiveKind::Gather, "gather", {Algorithm::Linear}},
-      {CollectiveKind::Scatter, "scatter", {Algorithm::Linear}},
-      {CollectiveKind::Barrier, "barrier", {Algorithm::Dissemination, Algorithm::SharedMemory}},
+      {CollectiveKind::Broadcast, {Algorithm::Binomial, Algorithm::Leaders, Algorithm::SharedMemory}},
+      {CollectiveKind::Reduce, {Algorithm::Binomial, Algorithm::Leaders, Algorithm::SharedMemory}},
+      {CollectiveKind::AllToAll, {Algorithm::Pairwise}},
+      {CollectiveKind::AllToAllv, {Algorithm::Pairwise}},
+      {CollectiveKind::Gather, {Algorithm::Linear}},
+      {CollectiveKind::Scatter, {Algorithm::Linear}},
+      {CollectiveKind::Barrier, {Algorithm::Dissemination, Algorithm::SharedMemory}},
   };
   return table;
 }
@@ -54,30 +53,6 @@ constexpr size_t kAllgatherRingFromBlockBytes = 1024;
 
 }  // namespace
 
-const char* algorithmName(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Rabenseifner: return "rabenseifner";
-    case Algorithm::RecursiveDoubling: return "recursive_doubling";
-    case Algorithm::Bruck: return "bruck";
-    case Algorithm::Binomial: return "binomial";
-    case Algorithm::Pairwise: return "pairwise";
-    case Algorithm::Linear: return "linear";
-    case Algorithm::Dissemination: return "dissemination";
-    case Algorithm::TwoPhase: return "twophase";
-    case Algorithm::Leaders: return "leaders";
-    case Algorithm::Native: return "nccl";
-    case Algorithm::CompressedFlat: return "compressed_flat";
-    case Algorithm::CompressedTwoPhase: return "compressed_twophase";
-    case Algorithm::SharedMemory: return "shm";
-  }
-  return "?";
-}
-
-bool isCompressedAlgorithm(Algorithm algorithm) {
-  return algorithm == Algorithm::CompressedFlat || algorithm == Algorithm::CompressedTwoPhase;
-}
-
 const char* providerName(Provider provider) {
   switch (provider) {
     case Provider::HostUcx: return "ucx";
@@ -86,11 +61,6 @@ const char* providerName(Provider provider) {
     case Provider::Nccl: return "nccl";
     case Provider::HostShm: return "shared memory";
   }
-  return "?";
-}
-
-const char* collectiveName(CollectiveKind kind) {
-  for (const Candidates& c : candidates()) if (c.kind == kind) return c.name;
   return "?";
 }
 
@@ -132,7 +102,7 @@ Status Selector::create(const std::map<std::string, std::string>& overrides, Sel
   Selector selector;
   for (const auto& [collective, algorithm] : overrides) {
     const Candidates* entry = nullptr;
-    for (const Candidates& c : candidates()) if (collective == c.name) entry = &c;
+    for (const Candidates& c : candidates()) if (collective == collectiveName(c.kind)) entry = &c;
     if (entry == nullptr) {
       return Status(fwInvalidArgument, "FAIRWAY_ALGO names unknown collective '" + collective +
                                            "' (allreduce, reducescatter, allgather, broadcast, reduce, alltoall, "

@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "algorithms/node_phase.h"
-#include "comm/messenger.h"
-#include "comm/shm/round_ring.h"
-#include "comm/shm/shm_segment.h"
+#include "p2p/messenger.h"
+#include "providers/shm/round_ring.h"
+#include "providers/shm/shm_segment.h"
 
 namespace fairway {
 

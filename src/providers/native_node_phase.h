@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "algorithms/node_phase.h"
-#include "comm/private_stream.h"
-#include "comm/staging_buffer.h"
+#include "providers/private_stream.h"
+#include "providers/staging_buffer.h"
 #include "transports/device_runtime.h"
 #include "transports/native_collectives.h"
 

@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-#include "comm/messenger.h"
+#include "p2p/messenger.h"
 
 namespace fairway {
 

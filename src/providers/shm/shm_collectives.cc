@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "algorithms/context.h"
-#include "comm/shm/shm_node.h"
-#include "comm/shm/shm_copy.h"
+#include "providers/shm/shm_copy.h"
+#include "providers/shm/shm_node.h"
 
 namespace fairway {
 namespace {

@@ -1,4 +1,4 @@
-#include "comm/messenger.h"
+#include "p2p/messenger.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -10,9 +10,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "comm/idle_poll.h"
-#include "comm/tags.h"
 #include "core/log.h"
+#include "p2p/idle_poll.h"
+#include "p2p/tags.h"
 
 namespace fairway {
 namespace {

@@ -6,8 +6,9 @@
 #include <cstddef>
 #include <string>
 
-#include "algorithms/link_model.h"
-#include "algorithms/selector.h"
+#include "algorithms/algorithm.h"
+#include "collective/collective_args.h"
+#include "core/link_model.h"
 #include "core/status.h"
 
 namespace fairway {

@@ -1,4 +1,4 @@
-#include "comm/peer_info.h"
+#include "p2p/peer_info.h"
 
 #include <signal.h>
 #include <unistd.h>

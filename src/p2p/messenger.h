@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
-#include "comm/peer_info.h"
 #include "core/config.h"
+#include "p2p/peer_info.h"
 #include "transports/transport.h"
 
 namespace fairway {

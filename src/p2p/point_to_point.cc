@@ -1,4 +1,4 @@
-#include "comm/point_to_point.h"
+#include "p2p/point_to_point.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "comm/shm/shm_node.h"
+#include "providers/shm/shm_node.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -12,9 +12,9 @@
 #include <cstring>
 
 #include "algorithms/context.h"
-#include "comm/idle_poll.h"
-#include "comm/shm/shm_copy.h"
 #include "core/copy_kernels.h"
+#include "p2p/idle_poll.h"
+#include "providers/shm/shm_copy.h"
 
 namespace fairway {
 namespace {

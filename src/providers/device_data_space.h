@@ -9,8 +9,8 @@
 #pragma once
 
 #include "algorithms/data_space.h"
-#include "comm/private_stream.h"
-#include "comm/staging_buffer.h"
+#include "providers/private_stream.h"
+#include "providers/staging_buffer.h"
 #include "transports/device_runtime.h"
 
 namespace fairway {

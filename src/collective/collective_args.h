@@ -14,6 +14,7 @@ enum class CollectiveKind {
   AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, AllToAllv, Gather, Scatter, Barrier,
 };
 
+// As FAIRWAY_ALGO and the logs write it: "allreduce", "reducescatter", ...
 const char* collectiveName(CollectiveKind kind);
 
 struct CollectiveArgs {

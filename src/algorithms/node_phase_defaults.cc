@@ -1,3 +1,5 @@
+// The point-to-point algorithms a NodePhase runs where its provider has
+// no faster way of its own, and the ring node phase built from them.
 #include "algorithms/node_phase.h"
 
 #include "algorithms/algorithms.h"

@@ -18,9 +18,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "comm/messenger.h"
-#include "comm/tags.h"
 #include "core/status.h"
+#include "p2p/messenger.h"
+#include "p2p/tags.h"
 
 namespace fairway {
 
