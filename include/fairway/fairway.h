@@ -126,7 +126,7 @@ FAIRWAY_API fwResult_t fwCommInitRankConfig(fwComm_t* comm, int nranks, fwUnique
 /* Rank, size and root from the launcher's environment: FAIRWAY_RANK/
  * FAIRWAY_WORLD_SIZE, torchrun's RANK/WORLD_SIZE, Open MPI's
  * OMPI_COMM_WORLD_*, Slurm's SLURM_PROCID/SLURM_NTASKS; the root from
- * FAIRWAY_COMM_ID=host:port or MASTER_ADDR/MASTER_PORT (see README). */
+ * FAIRWAY_COMM_ID=host:port or MASTER_ADDR/MASTER_PORT (see docs/usage.md). */
 FAIRWAY_API fwResult_t fwCommInitFromEnv(fwComm_t* comm);
 FAIRWAY_API fwResult_t fwCommSplit(fwComm_t comm, int color, int key, fwComm_t* newcomm);
 /* Waits (bounded by FAIRWAY_TIMEOUT_MS) for the other ranks to finish with

@@ -243,7 +243,7 @@ std::vector<ConfigVariable> makeTable() {
         "host:port of the bootstrap root for launcher-started jobs",
         text([](auto& c) -> auto& { return c.commId; })),
     configVariable("FAIRWAY_JOB_SECRET", "",
-        "job secret for launcher-started jobs, the same on every rank (see README's \"Security\")",
+        "job secret for launcher-started jobs, the same on every rank (see docs/usage.md, \"Security\")",
         secret([](auto& c) -> auto& { return c.jobSecret; })),
     configVariable("FAIRWAY_JOB_SECRET_FILE", "",
         "file holding the job secret (a shared filesystem's), readable by its owner only (mode 600); "
@@ -276,7 +276,7 @@ std::vector<ConfigVariable> makeTable() {
         choice({"auto", "host-function"}, [](auto& c) -> auto& { return c.streamWait; })),
     configVariable("FAIRWAY_DEVICE_RUNTIME", "cuda",
         "`cuda`; `none` (every buffer is host memory, CUDA never loaded); `host-emulated`: the test "
-        "runtime of Fairway's build tree (see README's \"Testing\")",
+        "runtime of Fairway's build tree (see docs/testing.md)",
         choice({"cuda", "none", "host-emulated"}, [](auto& c) -> auto& { return c.deviceRuntime; })),
     readBy(VariableReader::Logger, "FAIRWAY_DEBUG", "WARN",
         "log level: NONE, WARN, INFO, TRACE"),

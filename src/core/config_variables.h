@@ -21,8 +21,8 @@ enum class VariableReader { Config, Logger, Launcher };
 
 struct ConfigVariable {
   const char* name;
-  const char* defaultText;  // README's: a value, a description, or empty
-  const char* meaning;      // README's line, markdown
+  const char* defaultText;  // as docs/environment.md shows it: a value, a description, or empty
+  const char* meaning;      // docs/environment.md's line, markdown
   VariableReader reader;
   // Config variables only: applies a set value (failing with a message
   // that names the variable), and shows the value in effect ("" if unset).
@@ -30,7 +30,7 @@ struct ConfigVariable {
   std::function<std::string(const Config& config)> show;
 };
 
-// In README's order.
+// In docs/environment.md's order.
 const std::vector<ConfigVariable>& configVariables();
 
 }  // namespace fairway
