@@ -82,8 +82,9 @@ class BuildWithLibrary(cpp_extension.BuildExtension.with_options(use_ninja=False
         super().run()
 
 
-sources = ["fairway/csrc/fairway_backend.cpp", "fairway/csrc/module.cpp", "fairway/csrc/scratch_pool.cpp",
-           "fairway/csrc/completions.cpp"]
+sources = ["fairway/csrc/" + name for name in (
+    "fairway_backend.cpp", "collectives.cpp", "coalesced.cpp", "exchanges.cpp", "work.cpp", "tensors.cpp",
+    "completions.cpp", "scratch_pool.cpp", "module.cpp")]
 common = dict(
     libraries=["fairway"],
     # fairway/_C.so finds fairway/lib/libfairway.so.0 wherever the package is.

@@ -27,50 +27,10 @@
 
 #include "completions.h"
 #include "scratch_pool.h"
+#include "tensors.h"
+#include "work.h"
 
 namespace fairway_torch {
-
-// Raises torch's DistBackendError (a RuntimeError in Python) with
-// Fairway's own message, which names the failed rank where there is one.
-[[noreturn]] void throwFairwayError(fwResult_t result, const std::string& what);
-
-// One operation's completion: set once, by a completion thread (host
-// tensors) or at once after enqueueing (CUDA tensors). Under torch's
-// profiler it is an event from the call to its completion, named after the
-// backend and the operation ("fairway:all_reduce") with its inputs' shapes.
-// `title` must outlive the profiler's use of it (FairwayBackend::title).
-class FairwayWork : public c10d::Work {
- public:
-  FairwayWork(const char* title, c10d::OpType type, const std::vector<at::Tensor>& inputs,
-              std::vector<at::Tensor> outputs, c10::intrusive_ptr<c10::ivalue::Future> future,
-              std::chrono::milliseconds timeout);
-  bool isCompleted() override;
-  bool isSuccess() const override;
-  std::exception_ptr exception() const override;
-  bool wait(std::chrono::milliseconds timeout) override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  std::vector<at::Tensor> result() override { return outputs_; }
-
-  void finish(std::exception_ptr error);
-  // How a caller's wait() (with no timeout of its own) finishes this Work
-  // on its own thread, instead of waiting for the completion threads.
-  void finishOnWait(std::function<void()> finishHere);
-  // A receive from any source: where Fairway writes the sender's rank,
-  // which sourceRank() reads once the Work has completed.
-  void reportSource(std::shared_ptr<int> source) { source_ = std::move(source); }
-  int sourceRank() const override;
-
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::shared_ptr<int> source_;
-  std::chrono::milliseconds timeout_;
-  std::function<void()> finishHere_;  // under mutex_; dropped once finished
-  mutable std::mutex mutex_;
-  std::condition_variable done_;
-  bool finished_ = false;
-  std::exception_ptr error_;
-};
 
 class FairwayBackend : public c10d::Backend {
  public:
