@@ -120,3 +120,22 @@ TEST(Layering, NoTwoFilesOfAFolderIncludeEachOther) {
     }
   }
 }
+
+// Small files: none of the library's or the Python package's sources
+// grows past 500 lines (split it by concern instead).
+TEST(Layering, NoSourceFileOver500Lines) {
+  const fs::path root(FAIRWAY_SOURCE_DIR);
+  int filesRead = 0;
+  for (const char* folder : {"src", "topo", "transports", "python/fairway", "python/tests"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
+      const std::string ext = entry.path().extension().string();
+      if (ext != ".cc" && ext != ".h" && ext != ".inc" && ext != ".cpp" && ext != ".py") continue;
+      std::ifstream in(entry.path());
+      int lines = 0;
+      for (std::string line; std::getline(in, line);) ++lines;
+      ++filesRead;
+      EXPECT_LE(lines, 500) << fs::relative(entry.path(), root).string() << " has " << lines << " lines";
+    }
+  }
+  EXPECT_GT(filesRead, 150);
+}
