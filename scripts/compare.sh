@@ -7,30 +7,43 @@
 # host buffers (Debian's Open MPI is not CUDA-aware). The libraries
 # alternate REPEATS times for every rank count, collective and size range;
 # out-of-place busbw per size is the median.
+# With -B BIN the peer is another Fairway build instead (BIN: its bin/
+# directory, e.g. one of the commit before a change): the before/after
+# check of a change, interleaved the same way; a rank count of 1 reports
+# algbw (busbw has no meaning there).
 # Writes OUTDIR/compare.md (busbw and Fairway/peer ratios) and
 # OUTDIR/compare.png (busbw against size, one panel per collective and
 # rank count), and prints the table.
 #
-#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda] [-o OUTDIR]
+#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda]
+#                      [-B BEFORE_BIN] [-o OUTDIR]
 #   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host -o compare-results
 #   FAIRWAY_BIN: the build's bin directory (default build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M memory=host outdir=compare-results
-while getopts "r:n:c:b:e:m:o:h" flag; do
+before=""
+while getopts "r:n:c:b:e:m:B:o:h" flag; do
   case $flag in
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
-    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; o) outdir=$OPTARG ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; B) before=$OPTARG ;; o) outdir=$OPTARG ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
   esac
 done
 case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
 bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
-for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf mpi_perf gloo_perf copy_bandwidth; do
+needed="fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf copy_bandwidth"
+[ -n "$before" ] || needed="$needed mpi_perf gloo_perf"
+for b in $needed; do
   [ -x "$bin/$b" ] || { echo "$0: $bin/$b is missing: run scripts/setup.sh (it installs Open MPI and Gloo)" >&2; exit 1; }
 done
+if [ -n "$before" ]; then
+  for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf; do
+    [ -x "$before/$b" ] || { echo "$0: -B $before: $before/$b is missing" >&2; exit 1; }
+  done
+fi
 for c in $colls; do
   case $c in allreduce|reducescatter|allgather) ;; *) echo "$0: unknown collective $c" >&2; exit 2 ;; esac
 done
@@ -87,7 +100,7 @@ collect() { awk -v lib="$1" -v np="$2" -v c="$3" '!/^#/ && NF >= 8 {print lib, n
 
 for np in $ranks; do
   with_nccl=false
-  nccl_runs_on "$np" && with_nccl=true
+  [ -z "$before" ] && nccl_runs_on "$np" && with_nccl=true
   for rep in $(seq "$repeats"); do
     # The yardstick for shared-memory collectives: one core's memcpy of 64 MiB.
     "$bin/copy_bandwidth" 64M >> "$work/copy"
@@ -101,6 +114,12 @@ for np in $ranks; do
         sweep="-b $lo -e $hi -f 2 -n $iters -w $warm"
         # shellcheck disable=SC2086
         "$bin/fairwayrun" -np "$np" "$bin/$(fairway_binary "$c")" $sweep -c 0 -m "$memory" | collect fairway "$np" "$c"
+        if [ -n "$before" ]; then
+          # shellcheck disable=SC2086
+          "$before/fairwayrun" -np "$np" "$before/$(fairway_binary "$c")" $sweep -c 0 -m "$memory" |
+            collect before "$np" "$c"
+          continue
+        fi
         if $with_nccl; then
           store=$(mktemp -d -p "$work")
           # shellcheck disable=SC2086
@@ -121,18 +140,20 @@ for np in $ranks; do
   done
 done
 
-python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" <<'PY'
+python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" <<'PY'
 import collections, statistics, sys
-raw, notes, repeats, memory, outdir, copies = sys.argv[1:]
+raw, notes, repeats, memory, outdir, copies, before = sys.argv[1:]
 runs = collections.defaultdict(list)
-def bus_factor(coll, n):  # nccl-tests' formulas
+def bus_factor(coll, n):  # nccl-tests' formulas; one rank: algbw
+    if n == 1:
+        return 1.0
     return (2.0 if coll == "allreduce" else 1.0) * (n - 1) / n
 for line in open(raw):
     lib, np, coll, size, time_us = line.split()
     busbw = int(size) / float(time_us) / 1e3 * bus_factor(coll, int(np))
     runs[(coll, int(np), int(size), lib)].append(busbw)
-names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "gloo": "Gloo"}
-libs = ["fairway"] + (["nccl"] if memory == "cuda" else []) + ["ompi", "gloo"]
+names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "gloo": "Gloo", "before": "before"}
+libs = ["fairway"] + (["nccl"] if memory == "cuda" and not before else []) + (["before"] if before else ["ompi", "gloo"])
 peers = libs[1:]
 def human(n):
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
@@ -141,8 +162,10 @@ def human(n):
     return f"{n} B"
 where = ("Fairway and NCCL on device buffers, Open MPI and Gloo on host buffers" if memory == "cuda"
          else "host buffers")
-lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas), median of {repeats} "
-         "interleaved runs per library; Open MPI over UCX, Gloo over TCP", ""]
+peers_text = (f"Fairway of this build against the build in {before}" if before
+              else "Open MPI over UCX, Gloo over TCP")
+lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas; algbw on 1 rank), median of "
+         f"{repeats} interleaved runs per library; {peers_text}", ""]
 lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
 copy_rates = [float(line.split()[1]) for line in open(copies) if line.strip()]
 if copy_rates:

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <functional>
 
-#include "algorithms/algorithm.h"
 #include "algorithms/data_space.h"
 #include "algorithms/node_phase.h"
 #include "collective/collective_args.h"
@@ -22,14 +21,16 @@ namespace fairway {
 
 class CollectiveRunner {
  public:
-  // How a reserved collective runs: the algorithm the device path
-  // selected, the data space its buffers are in (null: host memory), the
-  // providers of a hierarchical algorithm's phases, and the whole call
-  // when args is one slice of it (every slice's messages carry the whole
-  // call's signature, under its one number).
+  // How a reserved collective runs: what selection chose for it (the
+  // algorithm and the provider of each phase; a phase the plan gives to
+  // the node's segment runs there), the data space its buffers are in
+  // (null: host memory), the node phase and rail space the caller
+  // provides, and the whole call when args is one slice of it (every
+  // slice's messages carry the whole call's signature, under its one
+  // number).
   struct Reserved {
     bool chosen = false;  // false: select here, as for a host call
-    Algorithm algorithm = Algorithm::Ring;
+    Selection selection;
     DataSpace* space = nullptr;
     Hierarchy hierarchy;
     const CollectiveArgs* whole = nullptr;

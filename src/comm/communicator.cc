@@ -137,21 +137,24 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
                         collectiveSignature(how.whole != nullptr ? *how.whole : args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
-  Algorithm algorithm = how.algorithm;
-  if (!how.chosen) {
-    algorithm = selector_.select(selectionKeyOf(args, groupSize, group.empty() ? &layout_ : nullptr, false)).algorithm;
-  }
+  const Selection plan = how.chosen ? how.selection
+                                    : selector_.select(selectionKeyOf(args, groupSize,
+                                                                      group.empty() ? &layout_ : nullptr, false));
+  if (shm_ && group.empty()) shm_->announce(sequence, ctx.signature());
   Hierarchy hierarchy = how.hierarchy;
-  if (shm_ && group.empty()) {
-    shm_->announce(sequence, ctx.signature());
-    // Host buffers inside the node go through its segment: a single-node
-    // communicator's whole collective, or a hierarchical one's node phase.
-    if (hierarchy.node == nullptr && how.space == nullptr) hierarchy.node = shm_.get();
+  if (plan.node == Provider::HostShm) {
+    // The plan puts the node's phase (or, for the flat shm algorithm, the
+    // whole call) on the node's segment: host memory of a whole communicator.
+    if (!shm_ || !group.empty() || how.space != nullptr) {
+      return Status(fwInternalError, std::string("the plan put ") + collectiveName(args.kind) +
+                                         " on the node's segment, which this call cannot use");
+    }
+    hierarchy.node = shm_.get();
   }
   ctx.setHierarchy(hierarchy);
   Status st;
   try {
-    st = runCollective(ctx, args, algorithm);
+    st = runCollective(ctx, args, plan.algorithm);
   } catch (const std::bad_alloc&) {
     st = Status(fwSystemError, "out of memory for scratch buffers");
   }

@@ -58,7 +58,7 @@ Status Communicator::attachSharedMemory() {
   // The minimum of every local rank's answer, over UCX.
   Reserved exchange;
   exchange.chosen = true;
-  exchange.algorithm = Algorithm::RecursiveDoubling;
+  exchange.selection.algorithm = Algorithm::RecursiveDoubling;
   auto everyRank = [&](int32_t mine, uint32_t sequence, const char* what, int32_t* out) {
     CollectiveArgs min;
     min.kind = CollectiveKind::AllReduce;
@@ -83,7 +83,7 @@ Status Communicator::attachSharedMemory() {
   }
   Reserved tree;
   tree.chosen = true;
-  tree.algorithm = Algorithm::Binomial;
+  tree.selection.algorithm = Algorithm::Binomial;
   CollectiveArgs args;
   args.kind = CollectiveKind::Broadcast;
   args.datatype = fwUint8;

@@ -223,10 +223,10 @@ Status DeviceCollectives::ensureNodePhase() {
   return Status::ok();
 }
 
-Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence) {
+Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, const Selection& plan, uint32_t sequence) {
   CollectiveRunner::Reserved how;
   how.chosen = true;
-  how.algorithm = algorithm;
+  how.selection = plan;
   how.space = &deviceSpace();
   how.hierarchy.node = nodePhase_.get();
   how.hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
@@ -240,11 +240,11 @@ DeviceDataSpace& DeviceCollectives::deviceSpace() {
   return *deviceSpace_;
 }
 
-Status DeviceCollectives::runDirect(const CollectiveArgs& a, Algorithm algorithm, uint32_t sequence,
+Status DeviceCollectives::runDirect(const CollectiveArgs& a, const Selection& plan, uint32_t sequence,
                                      bool stagedRail) {
   CollectiveRunner::Reserved how;
   how.chosen = true;
-  how.algorithm = algorithm;
+  how.selection = plan;
   how.space = &deviceSpace();
   if (stagedRail) how.hierarchy.rail = &pinnedRail();
   return comm_.runReserved(a, sequence, how);
@@ -262,20 +262,19 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   key.ncclRunsIt = ncclRuns(nccl_, a);
   const Selection chosen = comm_.selector().select(key);
   if (chosen.algorithm == Algorithm::Native) return runNative(a, stream);
-  const Algorithm algorithm = chosen.algorithm;
+  const Selection plan = chosen;
   if (chosen.node == Provider::Nccl) {
     FW_RETURN_IF_ERROR(ensureNodePhase());
-    return enqueueOnWorker(stream, 1,
-                           [this, a, algorithm](uint32_t sequence) { return runTwoPhase(a, algorithm, sequence); });
+    return enqueueOnWorker(stream, 1, [this, a, plan](uint32_t sequence) { return runTwoPhase(a, plan, sequence); });
   }
   // Compressed: on the device memory, its rail there or staged.
-  if (chosen.rail == Provider::DeviceUcx || isCompressedAlgorithm(algorithm)) {
+  if (chosen.rail == Provider::DeviceUcx || isCompressedAlgorithm(plan.algorithm)) {
     const bool stagedRail = chosen.rail != Provider::DeviceUcx;
-    return enqueueOnWorker(stream, 1, [this, a, algorithm, stagedRail](uint32_t sequence) {
-      return runDirect(a, algorithm, sequence, stagedRail);
+    return enqueueOnWorker(stream, 1, [this, a, plan, stagedRail](uint32_t sequence) {
+      return runDirect(a, plan, sequence, stagedRail);
     });
   }
-  return enqueueStaged(a, algorithm, stream);
+  return enqueueStaged(a, plan, stream);
 }
 
 // UCX sends from or receives into the device buffer itself.

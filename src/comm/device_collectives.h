@@ -60,28 +60,28 @@ class DeviceCollectives {
   void releaseEvent(void* event);
   // The staged path (device_staging.cc): the whole collective, or its
   // slices, through pinned host buffers.
-  Status enqueueStaged(const CollectiveArgs& args, Algorithm algorithm, void* stream);
+  Status enqueueStaged(const CollectiveArgs& args, const Selection& plan, void* stream);
   size_t stagedSliceElements(const CollectiveArgs& args) const;
   // The staged bodies, run on the worker once the stream reached the call:
   // the selected algorithm on each slice, all under the call's one number.
-  Status runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, Algorithm algorithm,
+  Status runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, const Selection& plan,
                         uint32_t sequence);
-  Status runStagedInSlices(const CollectiveArgs& args, Algorithm algorithm, size_t sliceLength, uint32_t sequence);
+  Status runStagedInSlices(const CollectiveArgs& args, const Selection& plan, size_t sliceLength, uint32_t sequence);
   size_t blockSliceElements(const CollectiveArgs& args) const;
-  Status runStagedBlocks(const CollectiveArgs& args, Algorithm algorithm, size_t sliceLength, uint32_t sequence);
+  Status runStagedBlocks(const CollectiveArgs& args, const Selection& plan, size_t sliceLength, uint32_t sequence);
   Status runStagedAllToAllv(const CollectiveArgs& args, uint32_t sequence);
   // Two-phase across nodes with NCCL inside them: the one two-phase
   // algorithm (or compressed two-phase), its node phase NCCL over this
   // node's ranks, its rail phase over UCX on device memory or (plain
   // two-phase only) through pinned host memory.
   Status ensureNodePhase();
-  Status runTwoPhase(const CollectiveArgs& args, Algorithm algorithm, uint32_t sequence);
+  Status runTwoPhase(const CollectiveArgs& args, const Selection& plan, uint32_t sequence);
   // UCX on the device buffers themselves: the host algorithm, its copies
   // and reductions on the device (DeviceDataSpace).
   bool ucxDirect() const;
   // stagedRail (compressed algorithms only): the rail exchanges go through
   // pinned host memory, the data stays on the device.
-  Status runDirect(const CollectiveArgs& args, Algorithm algorithm, uint32_t sequence, bool stagedRail = false);
+  Status runDirect(const CollectiveArgs& args, const Selection& plan, uint32_t sequence, bool stagedRail = false);
   PinnedDataSpace& pinnedRail();
   DeviceDataSpace& deviceSpace();
   size_t messageSlices(size_t bytes) const;

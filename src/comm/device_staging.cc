@@ -18,25 +18,25 @@ size_t slicesOf(size_t count, size_t sliceLength) { return (count + sliceLength 
 // selected algorithm runs slice after slice under it, every slice's
 // messages carrying the call's signature (a sender's messages under one
 // tag match in order, so slices never cross).
-Status DeviceCollectives::enqueueStaged(const CollectiveArgs& a, Algorithm algorithm, void* stream) {
-  return enqueueOnWorker(stream, 1, [this, a, algorithm](uint32_t sequence) {
+Status DeviceCollectives::enqueueStaged(const CollectiveArgs& a, const Selection& plan, void* stream) {
+  return enqueueOnWorker(stream, 1, [this, a, plan](uint32_t sequence) {
     switch (a.kind) {
       case CollectiveKind::AllReduce:
       case CollectiveKind::Broadcast:
       case CollectiveKind::Reduce:
-        return runStagedInSlices(a, algorithm, stagedSliceElements(a), sequence);
+        return runStagedInSlices(a, plan, stagedSliceElements(a), sequence);
       case CollectiveKind::AllToAllv: return runStagedAllToAllv(a, sequence);
-      case CollectiveKind::Barrier: return runStagedSlice(a, a, algorithm, sequence);
-      default: return runStagedBlocks(a, algorithm, blockSliceElements(a), sequence);
+      case CollectiveKind::Barrier: return runStagedSlice(a, a, plan, sequence);
+      default: return runStagedBlocks(a, plan, blockSliceElements(a), sequence);
     }
   });
 }
 
-Status DeviceCollectives::runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, Algorithm algorithm,
+Status DeviceCollectives::runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, const Selection& plan,
                                          uint32_t sequence) {
   CollectiveRunner::Reserved how;
   how.chosen = true;
-  how.algorithm = algorithm;
+  how.selection = plan;
   how.whole = &whole;
   return comm_.runReserved(slice, sequence, how);
 }
@@ -55,7 +55,7 @@ size_t DeviceCollectives::stagedSliceElements(const CollectiveArgs& a) const {
 // Slice s is copied to the host while slice s-1 crosses the network and
 // slice s-2 is copied back; one copy stream keeps the copies in order, so a
 // host buffer is refilled only after its previous slice has left it.
-Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, Algorithm algorithm, size_t sliceCount,
+Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, const Selection& plan, size_t sliceCount,
                                             uint32_t sequence) {
   const size_t es = datatypeSize(a.datatype);
   const size_t slices = slicesOf(a.count, sliceCount);
@@ -81,7 +81,7 @@ Status DeviceCollectives::runStagedInSlices(const CollectiveArgs& a, Algorithm a
     CollectiveArgs slice = a;
     slice.count = std::min(sliceCount, a.count - s * sliceCount);
     slice.send = slice.recv = slices_[s % 2].data();  // in place on the host
-    FW_RETURN_IF_ERROR(runStagedSlice(a, slice, algorithm, sequence));
+    FW_RETURN_IF_ERROR(runStagedSlice(a, slice, plan, sequence));
     if (hasOutput) {
       FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + s * sliceCount * es, slices_[s % 2].data(),
                                            slice.count * es, copyStream_));
@@ -132,7 +132,7 @@ size_t DeviceCollectives::blockSliceElements(const CollectiveArgs& a) const {
 // (one copy stream), so the two pinned buffers never exceed
 // FAIRWAY_STAGING_SLICE_BYTES each. In place works slice by slice: a
 // slice is packed whole before any of it is written back.
-Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, Algorithm algorithm, size_t sliceLength,
+Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, const Selection& plan, size_t sliceLength,
                                           uint32_t sequence) {
   const size_t es = datatypeSize(a.datatype);
   const int n = comm_.size();
@@ -154,7 +154,7 @@ Status DeviceCollectives::runStagedBlocks(const CollectiveArgs& a, Algorithm alg
     slice.count = len;
     slice.send = pieces.in.empty() ? nullptr : whole_[0].data();
     slice.recv = pieces.out.empty() ? nullptr : whole_[1].data();
-    FW_RETURN_IF_ERROR(runStagedSlice(a, slice, algorithm, sequence));
+    FW_RETURN_IF_ERROR(runStagedSlice(a, slice, plan, sequence));
     for (size_t i = 0; i < pieces.out.size(); ++i) {
       FW_RETURN_IF_ERROR(device_.copyAsync(static_cast<char*>(a.recv) + pieces.out[i] * es,
                                            whole_[1].data() + i * len * es, len * es, copyStream_));

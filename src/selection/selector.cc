@@ -1,6 +1,7 @@
 #include "selection/selector.h"
 
 #include <atomic>
+#include <optional>
 #include <cstdio>
 #include <vector>
 
@@ -162,10 +163,7 @@ Selection Selector::select(const SelectionKey& key) const {
     }
   } else if (!key.onDevice) {
     s.algorithm = hostAlgorithm(key);
-    const bool nodePhase = s.algorithm == Algorithm::SharedMemory || s.algorithm == Algorithm::TwoPhase ||
-                           s.algorithm == Algorithm::Leaders;
-    if (sharedMemory_ && nodePhase) s.node = Provider::HostShm;
-    if (s.algorithm == Algorithm::SharedMemory) s.rail = Provider::HostShm;  // flat: one provider
+    placeOnSegment(key, &s);
   } else if (forced == forced_.end() && routes_.ncclEverywhere && key.ncclRunsIt) {
     s.algorithm = Algorithm::Native;
     s.node = s.rail = Provider::Nccl;
@@ -178,6 +176,7 @@ Selection Selector::select(const SelectionKey& key) const {
   } else {
     s.algorithm = hostAlgorithm(key);
     s.node = s.rail = routes_.ucx();
+    placeOnSegment(key, &s);  // staged copies are host memory
   }
   if (logEnabled(LogLevel::Info, LogSubsys::Algo)) logOnce(key, s);
   FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s", collectiveName(kind), key.bytes,
@@ -192,19 +191,21 @@ Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
   const RankLayout* layout = key.layout;
   auto forced = forced_.find(key.kind);
   if (forced != forced_.end() && isCompressedAlgorithm(forced->second)) forced = forced_.end();  // compressed calls only
-  Algorithm algo = forced != forced_.end() ? forced->second : Algorithm::Dissemination;
-  if (forced == forced_.end() && layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
-    algo = cheapestAcrossNodes(key);
+  std::optional<Algorithm> chosen;
+  if (forced != forced_.end()) {
+    chosen = forced->second;
+  } else if (layout != nullptr && layout->nodeCount() > 1 && layout->uniform()) {
+    chosen = cheapestAcrossNodes(key);  // empty: no model of this collective
   }
-  if (algo == Algorithm::Dissemination && (key.kind != CollectiveKind::Barrier || forced == forced_.end())) {
-    return defaultOnOneNode(key);  // no override, no model
-  }
+  if (!chosen) return defaultOnOneNode(key);
+  Algorithm algo = *chosen;
   if (algo == Algorithm::SharedMemory) {
     const char* why = layout == nullptr             ? "it runs on whole communicators only"
                       : layout->nodeCount() > 1     ? "the ranks span several nodes (two-phase and leaders use it "
                                                       "inside each node)"
                       : !sharedMemory_              ? "this node has no shared-memory segment (see the INFO log "
                                                       "of communicator creation)"
+                      : !segmentServes(key)         ? "UCX moves device buffers directly, not through the segment"
                                                     : nullptr;
     if (why != nullptr) {
       algo = defaultOnOneNode(key);  // for each of these reasons, the point-to-point crossovers
@@ -242,6 +243,17 @@ Algorithm Selector::hostAlgorithm(const SelectionKey& key) const {
 // choice, else two-phase where the model says it is cheaper. It needs
 // uniform nodes of more than one rank and more than one node: on one node
 // two-phase would compress nothing, which is not what the caller asked for.
+bool Selector::segmentServes(const SelectionKey& key) const {
+  return sharedMemory_ && (!key.onDevice || !routes_.ucxDirect);
+}
+
+void Selector::placeOnSegment(const SelectionKey& key, Selection* s) const {
+  if (!segmentServes(key)) return;
+  const Algorithm a = s->algorithm;
+  if (a == Algorithm::SharedMemory || a == Algorithm::TwoPhase || a == Algorithm::Leaders) s->node = Provider::HostShm;
+  if (a == Algorithm::SharedMemory) s->rail = Provider::HostShm;  // flat: one provider
+}
+
 Algorithm Selector::compressedAlgorithm(const SelectionKey& key) const {
   const RankLayout* layout = key.layout;
   const bool hierarchical = layout != nullptr && layout->nodeCount() > 1 && layout->uniform() &&
@@ -273,7 +285,7 @@ Algorithm Selector::defaultOnOneNode(const SelectionKey& key) const {
   const bool shmKind = kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
                        kind == CollectiveKind::AllGather || kind == CollectiveKind::Broadcast ||
                        kind == CollectiveKind::Reduce || kind == CollectiveKind::Barrier;
-  if (shmKind && sharedMemory_ && key.layout != nullptr && key.layout->nodeCount() == 1) {
+  if (shmKind && segmentServes(key) && key.layout != nullptr && key.layout->nodeCount() == 1) {
     return Algorithm::SharedMemory;
   }
   switch (kind) {
@@ -302,20 +314,20 @@ ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const Link
 
 }  // namespace
 
-// Dissemination stands for "no model for this collective". Plain
+// Empty where the model has no formula for any candidate. Plain
 // algorithms only (a compressed allgather's plain phase is chosen here).
-Algorithm Selector::cheapestAcrossNodes(const SelectionKey& key) const {
+std::optional<Algorithm> Selector::cheapestAcrossNodes(const SelectionKey& key) const {
   SelectionKey plain = key;
   plain.compressed = false;
   const ClusterShape shape = shapeOf(plain, intra_, inter_);
-  Algorithm best = Algorithm::Dissemination;
+  std::optional<Algorithm> best;
   double bestUs = 0;
   for (const Candidates& c : candidates()) {
     if (c.kind != key.kind) continue;
     for (Algorithm a : c.algorithms) {
       if (isCompressedAlgorithm(a)) continue;
       const double us = predictMicros(key.kind, a, key.bytes, shape);
-      if (us >= 0 && (best == Algorithm::Dissemination || us < bestUs)) {
+      if (us >= 0 && (!best || us < bestUs)) {
         best = a;
         bestUs = us;
       }

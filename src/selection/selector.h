@@ -9,6 +9,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -110,8 +111,15 @@ class Selector {
  private:
   Algorithm hostAlgorithm(const SelectionKey& key) const;
   Algorithm defaultOnOneNode(const SelectionKey& key) const;
-  Algorithm cheapestAcrossNodes(const SelectionKey& key) const;
+  std::optional<Algorithm> cheapestAcrossNodes(const SelectionKey& key) const;
   Algorithm compressedAlgorithm(const SelectionKey& key) const;
+  // Whether the node's segment can carry this call's data: host buffers,
+  // or device buffers staged through pinned host memory (never device
+  // memory UCX reaches directly).
+  bool segmentServes(const SelectionKey& key) const;
+  // Gives the segment the phases of s it serves: the node phase of
+  // two-phase and leaders, and both phases of the flat shm algorithm.
+  void placeOnSegment(const SelectionKey& key, Selection* s) const;
   void logOnce(const SelectionKey& key, const Selection& selection) const;
 
   std::map<CollectiveKind, Algorithm> forced_;

@@ -24,6 +24,16 @@ if command -v gnuplot >/dev/null; then
 fi
 echo "ok: $rows host rows"
 
+# -B: this build against another build's binaries (here the same ones),
+# one rank included (algbw): two columns and their ratio, no peers.
+"$compare" -B "$FAIRWAY_BIN" -r 1 -n "1 2" -c allreduce -b 8 -e 16 -o "$out/before" > /dev/null ||
+  { echo "FAIL: compare.sh -B failed"; exit 1; }
+rows=$(grep -cE '^\| [0-9]+ B \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$out/before/compare.md")
+[ "$rows" -eq 4 ] || { echo "FAIL: -B: expected 4 rows (2 rank counts x 2 sizes)"; cat "$out/before/compare.md"; exit 1; }
+grep -q '| size | Fairway | before | Fairway / before |' "$out/before/compare.md" ||
+  { echo "FAIL: -B: no before column"; cat "$out/before/compare.md"; exit 1; }
+echo "ok: -B compares two builds"
+
 # -m cuda: on a GPU machine Fairway's device rows are complete and NCCL is a
 # column (with a number, or a note saying why it did not run at that rank
 # count); without a GPU the script refuses, exit 2, naming the reason.

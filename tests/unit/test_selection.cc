@@ -54,8 +54,8 @@ TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
 }
 
 // With its node's segment, a single-node communicator's host collectives
-// run on shared memory at every size; groups, device buffers, all-to-all
-// and forced algorithms do not; across nodes the segment serves the node
+// run on shared memory at every size; groups, all-to-all and forced
+// algorithms do not (device buffers: see the test below); across nodes the segment serves the node
 // phase of two-phase and leaders, never a flat collective.
 TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
   const RankLayout one = nodesOf({4});
@@ -86,6 +86,42 @@ TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
   s.setSharedMemory(false);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 1 << 20, &one)).algorithm, Algorithm::Ring);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one)).node, Provider::HostUcx);
+}
+
+// The plan names every phase's provider, and the communicator runs what
+// it names: device buffers staged through pinned host memory use the
+// node's segment where host buffers would (the plan says so), device
+// memory UCX reaches directly never goes through it.
+TEST(Selector, TheSegmentServesStagedDeviceBuffersAndNeverDeviceMemory) {
+  const RankLayout one = nodesOf({4});
+  const RankLayout twoByTwo = nodesOf({2, 2});
+  DeviceRoutes routes;
+  routes.present = true;
+  Selector staged = selectorWith({}, routes);
+  staged.setSharedMemory(true);
+  const Selection flat = staged.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
+  EXPECT_EQ(flat.algorithm, Algorithm::SharedMemory);
+  EXPECT_EQ(flat.node, Provider::HostShm);
+  EXPECT_EQ(flat.rail, Provider::HostShm);
+  EXPECT_EQ(staged.select(keyFor(CollectiveKind::AllToAll, 64, &one, true, false)).node, Provider::StagedUcx);
+  const Selection twoPhase = staged.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo, true, false));
+  EXPECT_EQ(twoPhase.algorithm, Algorithm::TwoPhase);
+  EXPECT_EQ(twoPhase.node, Provider::HostShm);
+  EXPECT_EQ(twoPhase.rail, Provider::StagedUcx);
+
+  routes.ucxDirect = true;
+  Selector direct = selectorWith({}, routes);
+  direct.setSharedMemory(true);
+  const Selection onDevice = direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
+  EXPECT_EQ(onDevice.algorithm, Algorithm::Ring);
+  EXPECT_EQ(onDevice.node, Provider::DeviceUcx);
+  EXPECT_EQ(onDevice.rail, Provider::DeviceUcx);
+  const Selection acrossNodes = direct.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo, true, false));
+  EXPECT_EQ(acrossNodes.node, Provider::DeviceUcx);
+  // shm forced for device memory UCX reaches: the crossovers instead.
+  direct = selectorWith({{"allreduce", "shm"}}, routes);
+  direct.setSharedMemory(true);
+  EXPECT_EQ(direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false)).algorithm, Algorithm::Ring);
 }
 
 TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRun) {
