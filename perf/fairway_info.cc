@@ -157,11 +157,11 @@ void printAlgorithms(const Communicator& comm) {
     return;
   }
   printSelections(comm, true);
-  if (plan.deviceOverUcx == DevicePath::Ucx) {
+  if (plan.deviceOverUcx == Provider::DeviceUcx) {
     std::printf("  UCX on device memory: the algorithms' copies and reductions run on the device; their scratch\n"
                 "  is device memory, grown to what the largest call needed (as host scratch is)\n");
   }
-  if (plan.deviceOverUcx == DevicePath::UcxStaged) {
+  if (plan.deviceOverUcx == Provider::StagedUcx) {
     const size_t slice = comm.config().pipeline.stagingSliceBytes;
     std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives, messages and\n"
                 "  all-to-all-v, and 2 x %zu KiB for collectives with a block per rank (FAIRWAY_STAGING_SLICE_BYTES)\n",

@@ -19,10 +19,13 @@ Level levelOf(const char* name, const std::string& specific, const char* specifi
 
 // Direct where UCX reaches device memory, unless FAIRWAY_UCX_DEVICE_MEMORY
 // says staged (checked to be possible in make()).
-DevicePath ucxPath(const PlanInputs& in) {
-  if (in.ucxDeviceMemory == "staged") return DevicePath::UcxStaged;
-  return in.ucxReachesDeviceMemory ? DevicePath::Ucx : DevicePath::UcxStaged;
+Provider ucxPath(const PlanInputs& in) {
+  if (in.ucxDeviceMemory == "staged") return Provider::StagedUcx;
+  return in.ucxReachesDeviceMemory ? Provider::DeviceUcx : Provider::StagedUcx;
 }
+
+// A level's device path as the plan's lines write it.
+const char* pathName(const std::optional<Provider>& path) { return path ? providerShortName(*path) : "none"; }
 
 std::string stagingReason(const PlanInputs& in) {
   if (in.ucxDeviceMemory == "staged") return "; FAIRWAY_UCX_DEVICE_MEMORY=staged: staged through pinned host memory";
@@ -37,45 +40,35 @@ std::string ncclRefusal(const PlanInputs& in) {
 }
 
 Status chooseDevicePath(const PlanInputs& in, const Level& level, bool ncclByDefault, TransportPlan* plan,
-                        DevicePath* out) {
+                        std::optional<Provider>* out) {
   const std::string refusal = ncclRefusal(in);
   if (level.forced == "nccl") {
     if (!refusal.empty()) {
       return Status(fwInvalidUsage, level.variable + "=nccl cannot be honoured for the " + level.name +
                                         " level: " + refusal);
     }
-    *out = DevicePath::Nccl;
+    *out = Provider::Nccl;
     plan->reasons.push_back({false, std::string(level.name) + " device buffers: nccl, as " + level.variable + " asks"});
     return Status::ok();
   }
   if (level.forced == "auto" && ncclByDefault && refusal.empty()) {
-    *out = DevicePath::Nccl;
+    *out = Provider::Nccl;
     return Status::ok();
   }
   *out = ucxPath(in);
   std::string why = level.forced == "ucx" ? level.variable + "=ucx"
                                           : (ncclByDefault ? "NCCL is not usable: " + refusal
                                                            : std::string("UCX serves this level by default"));
-  if (*out == DevicePath::UcxStaged) why += stagingReason(in);
-  if (*out == DevicePath::Ucx) why += "; UCX reaches device memory, so buffers go to it directly";
+  if (*out == Provider::StagedUcx) why += stagingReason(in);
+  if (*out == Provider::DeviceUcx) why += "; UCX reaches device memory, so buffers go to it directly";
   // Falling back means NCCL was the default choice and cannot run.
   const bool fallback = level.forced == "auto" && ncclByDefault;
-  plan->reasons.push_back({fallback, std::string(level.name) + " device buffers: " + devicePathName(*out) + " (" +
+  plan->reasons.push_back({fallback, std::string(level.name) + " device buffers: " + pathName(*out) + " (" +
                                          why + ")"});
   return Status::ok();
 }
 
 }  // namespace
-
-const char* devicePathName(DevicePath path) {
-  switch (path) {
-    case DevicePath::None: return "none";
-    case DevicePath::Nccl: return "nccl";
-    case DevicePath::Ucx: return "ucx";
-    case DevicePath::UcxStaged: return "ucx-staged";
-  }
-  return "?";
-}
 
 Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
   TransportPlan plan;
@@ -120,13 +113,13 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
     FW_RETURN_IF_ERROR(chooseDevicePath(in, inter, /*ncclByDefault=*/false, &plan, &plan.interDevice));
   }
 
-  if (in.nodeCount > 1 && plan.intraDevice == DevicePath::Nccl && plan.interDevice != DevicePath::Nccl) {
+  if (in.nodeCount > 1 && plan.intraDevice == Provider::Nccl && plan.interDevice != Provider::Nccl) {
     plan.reasons.push_back({false, std::string("device collectives spanning ") + std::to_string(in.nodeCount) +
                                        " nodes: NCCL reaches only each node's ranks, so allreduce, reduce-scatter "
                                        "and allgather run two-phase (nccl inside each node, " +
-                                       devicePathName(plan.interDevice) +
+                                       pathName(plan.interDevice) +
                                        " between nodes) on uniform layouts, and the rest " +
-                                       devicePathName(plan.deviceOverUcx) +
+                                       pathName(plan.deviceOverUcx) +
                                        " on every rank (FAIRWAY_TRANSPORT=nccl: NCCL at every level)"});
   }
   *out = plan;
@@ -136,11 +129,11 @@ Status TransportPlan::make(const PlanInputs& in, TransportPlan* out) {
 std::string TransportPlan::describe() const {
   std::string text = hostSharedMemory ? "host buffers: shared memory inside nodes, ucx between them; device buffers: "
                                       : "host buffers: ucx at both levels (" + hostIntraReason + "); device buffers: ";
-  if (intraDevice == DevicePath::None) return text + "none";
-  text += std::string("intra-node ") + devicePathName(intraDevice);
-  if (nodeCount > 1) text += std::string(", inter-node ") + devicePathName(interDevice);
+  if (!intraDevice) return text + "none";
+  text += std::string("intra-node ") + pathName(intraDevice);
+  if (nodeCount > 1) text += std::string(", inter-node ") + pathName(interDevice);
   text += std::string("; UCX carries device memory ") +
-          (deviceOverUcx == DevicePath::Ucx ? "directly" : "staged through pinned host memory");
+          (deviceOverUcx == Provider::DeviceUcx ? "directly" : "staged through pinned host memory");
   return text;
 }
 

@@ -5,9 +5,11 @@
 // an override that cannot be honoured fails the creation.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/provider.h"
 #include "core/status.h"
 
 namespace fairway {
@@ -35,22 +37,13 @@ struct PlanInputs {
   std::string sharedGpu;
 };
 
-// How device buffers move at one level.
-enum class DevicePath {
-  None,       // no CUDA device: every buffer is host memory
-  Nccl,       // NCCL's own collectives and send/recv
-  Ucx,        // UCX on device memory directly
-  UcxStaged,  // UCX through pinned host buffers, copies pipelined with the network
-};
-const char* devicePathName(DevicePath path);
-
 struct PlanReason {
   bool fallback = false;  // something better was wanted but cannot run: logged as a warning
   std::string text;
 };
 
 // The transport of each level; which algorithm and provider a given
-// collective uses is the selection table's (algorithms/selector.h).
+// collective uses is the selection table's (selection/selector.h).
 struct TransportPlan {
   int nodeCount = 1;
   // Host buffers inside a node: the node's shared-memory segment, unless
@@ -59,12 +52,14 @@ struct TransportPlan {
   // cannot be made, its ranks fall back to UCX (comm/communicator_shm.cc).
   bool hostSharedMemory = true;
   std::string hostIntraReason;  // why not, when it is not
-  // Device buffers (NCCL reaches device memory only).
-  DevicePath intraDevice = DevicePath::None;
-  DevicePath interDevice = DevicePath::None;  // None on one node
+  // Device buffers at each level: Nccl, DeviceUcx (UCX on device memory)
+  // or StagedUcx (through pinned host buffers); empty where there are no
+  // device buffers (no CUDA device), or between nodes on one node.
+  std::optional<Provider> intraDevice;
+  std::optional<Provider> interDevice;
   // How device buffers cross UCX wherever UCX carries them (collectives
-  // NCCL has no form of included): Ucx (directly) or UcxStaged.
-  DevicePath deviceOverUcx = DevicePath::None;
+  // NCCL has no form of included): DeviceUcx or StagedUcx.
+  std::optional<Provider> deviceOverUcx;
   bool ucxReachesDeviceMemory = false;
   std::vector<PlanReason> reasons;  // one line per decision that needs explaining
 

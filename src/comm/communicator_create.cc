@@ -67,17 +67,6 @@ Status exchange(const Communicator::OobAllgather& oob, int size, const std::vect
   return Status::ok();
 }
 
-// What the selection table may use for device buffers, from the plan.
-DeviceRoutes deviceRoutesOf(const TransportPlan& plan) {
-  DeviceRoutes routes;
-  routes.present = plan.intraDevice != DevicePath::None;
-  const bool ncclInside = plan.intraDevice == DevicePath::Nccl;
-  routes.ncclEverywhere = ncclInside && (plan.nodeCount == 1 || plan.interDevice == DevicePath::Nccl);
-  routes.ncclInNodes = ncclInside && !routes.ncclEverywhere;
-  routes.ucxDirect = plan.deviceOverUcx == DevicePath::Ucx;
-  return routes;
-}
-
 // What the steps of creation build, in the order they build it.
 struct Formation {
   Formation(const Communicator::OobAllgather& oob, int rank, int size, const Config& config)
@@ -154,7 +143,7 @@ Status planTransports(Formation& f) {
     }
     FW_LOG(Info, Init, "plan: %s", f.plan.describe().c_str());
   }
-  f.selector.setDeviceRoutes(deviceRoutesOf(f.plan));
+  f.selector.setDeviceRoutes(DeviceRoutes::of(f.plan));
   return Status::ok();
 }
 

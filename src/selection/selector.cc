@@ -54,15 +54,14 @@ constexpr size_t kAllgatherRingFromBlockBytes = 1024;
 
 }  // namespace
 
-const char* providerName(Provider provider) {
-  switch (provider) {
-    case Provider::HostUcx: return "ucx";
-    case Provider::DeviceUcx: return "ucx on device memory";
-    case Provider::StagedUcx: return "ucx staged through pinned memory";
-    case Provider::Nccl: return "nccl";
-    case Provider::HostShm: return "shared memory";
-  }
-  return "?";
+DeviceRoutes DeviceRoutes::of(const TransportPlan& plan) {
+  DeviceRoutes routes;
+  routes.present = plan.intraDevice.has_value();
+  const bool ncclInside = plan.intraDevice == Provider::Nccl;
+  routes.ncclEverywhere = ncclInside && (plan.nodeCount == 1 || plan.interDevice == Provider::Nccl);
+  routes.ncclInNodes = ncclInside && !routes.ncclEverywhere;
+  routes.ucxDirect = plan.deviceOverUcx == Provider::DeviceUcx;
+  return routes;
 }
 
 size_t selectionBytes(const CollectiveArgs& a, int ranks) {

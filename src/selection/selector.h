@@ -17,20 +17,12 @@
 #include "algorithms/algorithm.h"
 #include "collective/collective_args.h"
 #include "core/link_model.h"
+#include "core/provider.h"
 #include "core/status.h"
 #include "topo/rank_layout.h"
+#include "topo/transport_plan.h"
 
 namespace fairway {
-
-// Who moves a phase's data.
-enum class Provider {
-  HostUcx,    // Fairway's point-to-point algorithms over UCX, host memory
-  DeviceUcx,  // the same algorithms, UCX on the device memory itself
-  StagedUcx,  // the same algorithms on pinned host copies of device memory
-  Nccl,       // NCCL's collective, on the caller's stream
-  HostShm,    // the node's shared-memory segment, host memory
-};
-const char* providerName(Provider provider);
 
 // What may carry device buffers on a communicator, from its transport plan.
 struct DeviceRoutes {
@@ -39,6 +31,8 @@ struct DeviceRoutes {
   bool ncclInNodes = false;     // NCCL inside each node, UCX between nodes
   bool ucxDirect = false;       // UCX reaches device memory; otherwise it is staged
   Provider ucx() const { return ucxDirect ? Provider::DeviceUcx : Provider::StagedUcx; }
+  // A communicator's routes, from its transport plan.
+  static DeviceRoutes of(const TransportPlan& plan);
 };
 
 struct SelectionKey {

@@ -224,27 +224,27 @@ TEST(TransportPlan, GpuNodeUsesNcclInsideAndUcxBetweenNodes) {
   PlanInputs in = gpuNode();
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::Nccl);
-  EXPECT_EQ(plan.interDevice, DevicePath::None);
+  EXPECT_EQ(plan.intraDevice, Provider::Nccl);
+  EXPECT_FALSE(plan.interDevice.has_value());
   EXPECT_TRUE(plan.reasons.empty());
 
   in.nodeCount = 2;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::Nccl);
-  EXPECT_EQ(plan.interDevice, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, Provider::Nccl);
+  EXPECT_EQ(plan.interDevice, Provider::StagedUcx);
   EXPECT_TRUE(hasReason(plan, "device collectives spanning 2 nodes: NCCL reaches only each node's ranks, so "
                               "allreduce, reduce-scatter and allgather run two-phase (nccl inside each node, "
                               "ucx-staged between nodes)", false));
 
   in.ucxReachesDeviceMemory = true;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.interDevice, DevicePath::Ucx);
-  EXPECT_EQ(plan.deviceOverUcx, DevicePath::Ucx);
+  EXPECT_EQ(plan.interDevice, Provider::DeviceUcx);
+  EXPECT_EQ(plan.deviceOverUcx, Provider::DeviceUcx);
 
   in.ucxDeviceMemory = "staged";  // FAIRWAY_UCX_DEVICE_MEMORY=staged wins over UCX's reach
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.interDevice, DevicePath::UcxStaged);
-  EXPECT_EQ(plan.deviceOverUcx, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.interDevice, Provider::StagedUcx);
+  EXPECT_EQ(plan.deviceOverUcx, Provider::StagedUcx);
   EXPECT_TRUE(hasReason(plan, "FAIRWAY_UCX_DEVICE_MEMORY=staged", false));
 }
 
@@ -266,7 +266,7 @@ TEST(TransportPlan, NoGpuMeansHostBuffersOnly) {
   in.nccl = Availability::no("no CUDA device");
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::None);
+  EXPECT_FALSE(plan.intraDevice.has_value());
   EXPECT_TRUE(hasReason(plan, "device buffers: none (libfairway-device-cuda.so", false));
 }
 
@@ -275,14 +275,14 @@ TEST(TransportPlan, FallsBackToStagingWhenNcclCannotRun) {
   in.nccl = Availability::no("libfairway-transport-nccl.so could not be loaded");
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, Provider::StagedUcx);
   EXPECT_TRUE(hasReason(plan, "intra-node device buffers: ucx-staged (NCCL is not usable: libfairway-transport-nccl",
                         true));
 
   in = gpuNode();
   in.sharedGpu = "ranks 0 and 1 share GPU 0000:21:00.0 on node a";
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, Provider::StagedUcx);
   EXPECT_TRUE(hasReason(plan, "share GPU 0000:21:00.0 on node a (NCCL needs one GPU per rank)", true));
 }
 
@@ -313,22 +313,22 @@ TEST(TransportPlan, OverridesAreHonouredOrRefused) {
   in.forceIntra = "ucx";
   TransportPlan plan;
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, Provider::StagedUcx);
   EXPECT_TRUE(hasReason(plan, "(FAIRWAY_INTRA_TRANSPORT=ucx; this UCX has no CUDA memory support", false));
 
   in = gpuNode();
   in.nodeCount = 3;
   in.forceAll = "nccl";
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.interDevice, DevicePath::Nccl);
+  EXPECT_EQ(plan.interDevice, Provider::Nccl);
   EXPECT_FALSE(hasReason(plan, "two-phase", false));
   EXPECT_TRUE(hasReason(plan, "inter-node host buffers: ucx (FAIRWAY_TRANSPORT=nccl applies to device buffers", false));
 
   // A specific level's variable wins over FAIRWAY_TRANSPORT.
   in.forceInter = "ucx";
   ASSERT_TRUE(TransportPlan::make(in, &plan).isOk());
-  EXPECT_EQ(plan.intraDevice, DevicePath::Nccl);
-  EXPECT_EQ(plan.interDevice, DevicePath::UcxStaged);
+  EXPECT_EQ(plan.intraDevice, Provider::Nccl);
+  EXPECT_EQ(plan.interDevice, Provider::StagedUcx);
 
   in = gpuNode();
   in.nccl = Availability::no("libnccl.so.2: cannot open shared object file");
