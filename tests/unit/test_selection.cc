@@ -81,10 +81,17 @@ TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
   s = selectorWith({{"allreduce", "ring"}, {"reducescatter", "shm"}});
   s.setSharedMemory(true);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
-  // Forced where it cannot run: across nodes, or without a segment.
-  EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 1 << 20, &twoByFour)).algorithm, Algorithm::Ring);
+  // Forced where it cannot run (across nodes, or without a segment): the
+  // table's next row decides, as if nothing were forced (the cost model
+  // across nodes, the crossovers on one node).
+  Selector unforced = selectorWith({});
+  unforced.setSharedMemory(true);
+  const SelectionKey acrossNodes = keyFor(CollectiveKind::ReduceScatter, 1 << 20, &twoByFour);
+  EXPECT_EQ(s.select(acrossNodes).algorithm, unforced.select(acrossNodes).algorithm);
+  EXPECT_EQ(s.select(acrossNodes).rule, std::string("cost model"));
   s.setSharedMemory(false);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 1 << 20, &one)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).rule, std::string("FAIRWAY_ALGO"));
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one)).node, Provider::HostUcx);
 }
 
@@ -193,6 +200,32 @@ TEST(Selector, DeviceBuffersAcrossNodesRunTwoPhaseWithNcclInsideNodes) {
   const Selection forcedTwoPhase = s.select(keyFor(CollectiveKind::AllGather, 1 << 20, &twoByTwo, true));
   EXPECT_EQ(forcedTwoPhase.node, Provider::Nccl);
   EXPECT_EQ(forcedTwoPhase.rail, Provider::DeviceUcx);
+}
+
+// Every choice names the row that made it; a compressed override applies
+// to compressed calls only and a plain one to the rest.
+TEST(Selector, EveryChoiceNamesItsRow) {
+  const RankLayout one = nodesOf({4});
+  const RankLayout twoByTwo = nodesOf({2, 2});
+  DeviceRoutes routes;
+  routes.present = routes.ncclInNodes = true;
+  Selector s = selectorWith({{"allreduce", "compressed_flat"}, {"reducescatter", "ring"}}, routes);
+  s.setSharedMemory(true);
+  EXPECT_STREQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, nullptr)).rule, "measured crossover");
+  EXPECT_STREQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, &one)).rule, "the node's segment");
+  EXPECT_STREQ(s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo)).rule, "cost model");
+  EXPECT_STREQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, &twoByTwo, true)).rule, "NCCL inside nodes");
+  EXPECT_STREQ(s.select(keyFor(CollectiveKind::Gather, 1024, &twoByTwo)).rule, "default");
+  EXPECT_STREQ(s.select(keyFor(CollectiveKind::ReduceScatter, 1024, &one)).rule, "FAIRWAY_ALGO");
+  SelectionKey compressed = keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo);
+  compressed.compressed = true;
+  compressed.wireRatio = 0.25;
+  const Selection forced = s.select(compressed);
+  EXPECT_EQ(forced.algorithm, Algorithm::CompressedFlat);
+  EXPECT_STREQ(forced.rule, "FAIRWAY_ALGO");
+  compressed.kind = CollectiveKind::ReduceScatter;  // a plain override leaves compressed calls to their rows
+  EXPECT_TRUE(isCompressedAlgorithm(s.select(compressed).algorithm));
+  EXPECT_STRNE(s.select(compressed).rule, "FAIRWAY_ALGO");
 }
 
 TEST(Selector, RejectsUnknownNames) {

@@ -1,0 +1,173 @@
+#include "selection/selection_rows.h"
+
+namespace fairway {
+namespace {
+
+constexpr unsigned kTwoPhaseCollectives =
+    bitOf(CollectiveKind::AllReduce) | bitOf(CollectiveKind::ReduceScatter) | bitOf(CollectiveKind::AllGather);
+constexpr unsigned kCompressedCollectives = bitOf(CollectiveKind::AllReduce) | bitOf(CollectiveKind::ReduceScatter);
+// The collectives the node's segment implements itself.
+constexpr unsigned kSegmentCollectives = kTwoPhaseCollectives | bitOf(CollectiveKind::Broadcast) |
+                                         bitOf(CollectiveKind::Reduce) | bitOf(CollectiveKind::Barrier);
+
+// Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
+// Rabenseifner never won by more than the run-to-run spread, so it is
+// there for FAIRWAY_ALGO and for topologies where its fewer steps pay.
+constexpr size_t kAllreduceRingFromBytes = 16 * 1024;
+constexpr size_t kAllgatherRingFromBlockBytes = 1024;
+constexpr size_t kNoLimit = ~size_t{0};
+
+SelectionRow fixed(unsigned collectives, unsigned memories, unsigned layouts, size_t from, size_t to,
+                   Algorithm algorithm, const char* rule, unsigned needs = kNeedsNothing) {
+  SelectionRow row;
+  row.collectives = collectives;
+  row.memories = memories;
+  row.layouts = layouts;
+  row.fromBytes = from;
+  row.toBytes = to;
+  row.needs = needs;
+  row.algorithm = algorithm;
+  row.rule = rule;
+  return row;
+}
+
+SelectionRow byModel(unsigned collectives, bool compressed) {
+  SelectionRow row = fixed(collectives, kAnyMemory, kUniformNodes, 0, kNoLimit, Algorithm::Ring, "cost model");
+  row.compressed = compressed;
+  row.byModel = true;
+  return row;
+}
+
+}  // namespace
+
+const char* const kOverrideRule = "FAIRWAY_ALGO";
+
+unsigned layoutClassOf(const SelectionKey& key) {
+  if (key.layout == nullptr) return kGroup;
+  if (key.layout->nodeCount() == 1) return kOneNode;
+  return key.layout->uniform() ? kUniformNodes : kUnevenNodes;
+}
+
+bool isCompressedReduction(const SelectionKey& key) {
+  return key.compressed && (bitOf(key.kind) & kCompressedCollectives) != 0;
+}
+
+// Device rows first: NCCL's own collective, then two-phase with NCCL
+// inside nodes; then the node's segment on one node, the cost model
+// across uniform nodes, and the measured crossovers everywhere else.
+const std::vector<SelectionRow>& defaultRows() {
+  using K = CollectiveKind;
+  static const std::vector<SelectionRow> rows = [] {
+    std::vector<SelectionRow> r = {
+        fixed(kAnyCollective, kDeviceMemory, kAnyLayout, 0, kNoLimit, Algorithm::Native, "NCCL reaches every rank",
+              kNeedsNcclEverywhere),
+        // NCCL inside the node beats any UCX path there, at every size.
+        fixed(kTwoPhaseCollectives, kDeviceMemory, kUniformNodes, 0, kNoLimit, Algorithm::TwoPhase,
+              "NCCL inside nodes", kNeedsNcclInNodes),
+        fixed(kSegmentCollectives, kAnyMemory, kOneNode, 0, kNoLimit, Algorithm::SharedMemory, "the node's segment"),
+        byModel(kAnyCollective, false),
+        fixed(bitOf(K::AllReduce), kAnyMemory, kAnyLayout, 0, kAllreduceRingFromBytes, Algorithm::RecursiveDoubling,
+              "measured crossover"),
+        fixed(bitOf(K::AllReduce), kAnyMemory, kAnyLayout, kAllreduceRingFromBytes, kNoLimit, Algorithm::Ring,
+              "measured crossover"),
+        fixed(bitOf(K::AllGather), kAnyMemory, kAnyLayout, 0, kAllgatherRingFromBlockBytes, Algorithm::Bruck,
+              "measured crossover"),
+        fixed(bitOf(K::AllGather), kAnyMemory, kAnyLayout, kAllgatherRingFromBlockBytes, kNoLimit, Algorithm::Ring,
+              "measured crossover"),
+        fixed(bitOf(K::ReduceScatter), kAnyMemory, kAnyLayout, 0, kNoLimit, Algorithm::Ring, "default"),
+        fixed(bitOf(K::Broadcast) | bitOf(K::Reduce), kAnyMemory, kAnyLayout, 0, kNoLimit, Algorithm::Binomial,
+              "default"),
+        fixed(bitOf(K::AllToAll) | bitOf(K::AllToAllv), kAnyMemory, kAnyLayout, 0, kNoLimit, Algorithm::Pairwise,
+              "default"),
+        fixed(bitOf(K::Gather) | bitOf(K::Scatter), kAnyMemory, kAnyLayout, 0, kNoLimit, Algorithm::Linear,
+              "default"),
+        fixed(bitOf(K::Barrier), kAnyMemory, kAnyLayout, 0, kNoLimit, Algorithm::Dissemination, "default"),
+        // Compressed reductions: two-phase where the model says it is
+        // cheaper, else every rank on its own.
+        byModel(kCompressedCollectives, true),
+    };
+    SelectionRow flat =
+        fixed(kCompressedCollectives, kAnyMemory, kAnyLayout, 0, kNoLimit, Algorithm::CompressedFlat, "default");
+    flat.compressed = true;
+    r.push_back(flat);
+    return r;
+  }();
+  return rows;
+}
+
+SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm) {
+  SelectionRow row = fixed(bitOf(kind), kAnyMemory, kAnyLayout, 0, kNoLimit, algorithm, kOverrideRule);
+  row.compressed = isCompressedAlgorithm(algorithm);  // compressed choices apply to compressed calls only
+  return row;
+}
+
+bool rowApplies(const SelectionRow& row, const SelectionKey& key, const SelectionConditions& conditions) {
+  if ((row.collectives & bitOf(key.kind)) == 0) return false;
+  if ((row.memories & (key.onDevice ? kDeviceMemory : kHostMemory)) == 0) return false;
+  if ((row.layouts & layoutClassOf(key)) == 0) return false;
+  if (key.bytes < row.fromBytes || key.bytes >= row.toBytes) return false;
+  if (row.compressed != isCompressedReduction(key)) return false;
+  if ((row.needs & kNeedsNcclEverywhere) != 0 && !(conditions.routes.ncclEverywhere && key.ncclRunsIt)) return false;
+  if ((row.needs & kNeedsNcclInNodes) != 0 && !(conditions.routes.ncclInNodes && key.ncclRunsIt)) return false;
+  return true;
+}
+
+const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions) {
+  const RankLayout* layout = key.layout;
+  switch (algorithm) {
+    case Algorithm::SharedMemory:
+      if (layout == nullptr) return "it runs on whole communicators only";
+      if (layout->nodeCount() > 1) return "the ranks span several nodes (two-phase and leaders use it inside each node)";
+      if (!conditions.sharedMemory) return "this node has no shared-memory segment (see the INFO log of communicator creation)";
+      if (!conditions.segmentServes(key)) return "UCX moves device buffers directly, not through the segment";
+      return nullptr;
+    case Algorithm::TwoPhase:
+    case Algorithm::CompressedTwoPhase:
+      if (layout == nullptr) return "it runs on whole communicators only";
+      if (layout->nodeCount() == 1) return "all ranks are on one node";
+      if (!layout->uniform()) return "the nodes hold different numbers of ranks";
+      if (algorithm == Algorithm::TwoPhase) return nullptr;
+      // Compressed two-phase compresses between nodes only.
+      if (layout->localSizeOf(0) == 1) return "each node holds one rank";
+      if (key.onDevice && !(conditions.routes.ncclInNodes && key.ncclRunsIt) && !conditions.routes.ucxDirect) {
+        return "its node phase would run UCX rings on device memory UCX cannot reach";
+      }
+      return nullptr;
+    case Algorithm::Leaders:
+      return layout == nullptr ? "it runs on whole communicators only" : nullptr;
+    case Algorithm::Native:
+      return key.onDevice && conditions.routes.ncclEverywhere && key.ncclRunsIt ? nullptr
+                                                                                : "NCCL does not reach every rank";
+    default:
+      return nullptr;
+  }
+}
+
+const std::vector<Algorithm>& algorithmsOf(CollectiveKind kind) {
+  using A = Algorithm;
+  static const std::vector<Algorithm> byKind[] = {
+      /* AllReduce */ {A::Ring, A::Rabenseifner, A::RecursiveDoubling, A::TwoPhase, A::Leaders, A::SharedMemory,
+                       A::CompressedFlat, A::CompressedTwoPhase},
+      /* ReduceScatter */ {A::Ring, A::TwoPhase, A::SharedMemory, A::CompressedFlat, A::CompressedTwoPhase},
+      /* AllGather */ {A::Ring, A::Bruck, A::TwoPhase, A::SharedMemory},
+      /* Broadcast */ {A::Binomial, A::Leaders, A::SharedMemory},
+      /* Reduce */ {A::Binomial, A::Leaders, A::SharedMemory},
+      /* AllToAll */ {A::Pairwise},
+      /* AllToAllv */ {A::Pairwise},
+      /* Gather */ {A::Linear},
+      /* Scatter */ {A::Linear},
+      /* Barrier */ {A::Dissemination, A::SharedMemory},
+  };
+  return byKind[static_cast<int>(kind)];
+}
+
+const std::vector<Algorithm>& namedAlgorithms() {
+  using A = Algorithm;
+  static const std::vector<Algorithm> all = {A::Ring,          A::Rabenseifner, A::RecursiveDoubling, A::Bruck,
+                                             A::Binomial,      A::Pairwise,     A::Linear,            A::Dissemination,
+                                             A::TwoPhase,      A::Leaders,      A::CompressedFlat,    A::CompressedTwoPhase,
+                                             A::SharedMemory};
+  return all;
+}
+
+}  // namespace fairway

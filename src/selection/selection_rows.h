@@ -1,0 +1,71 @@
+// The rows of the selection table. A row says when it applies (which
+// collectives, host or device memory, which layout class, which sizes,
+// compressed reductions or every other call, and what the communicator's
+// routes must offer) and what it chooses: one algorithm, or the cheapest
+// the cost model finds. FAIRWAY_ALGO's overrides are rows of the same
+// shape above the defaults. The first row that applies and whose
+// algorithm can run here wins (selection/selector.cc).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "selection/selection_key.h"
+
+namespace fairway {
+
+// What a call runs on besides its key: the communicator's device routes
+// and its node's segment.
+struct SelectionConditions {
+  DeviceRoutes routes;
+  bool sharedMemory = false;  // this rank's node has its shared-memory segment
+  // Whether the segment can carry the call's data: host buffers, or device
+  // buffers staged through pinned host memory (never device memory UCX
+  // reaches directly).
+  bool segmentServes(const SelectionKey& key) const { return sharedMemory && (!key.onDevice || !routes.ucxDirect); }
+};
+
+// Masks of a row.
+constexpr unsigned kHostMemory = 1, kDeviceMemory = 2, kAnyMemory = 3;
+constexpr unsigned kGroup = 1, kOneNode = 2, kUniformNodes = 4, kUnevenNodes = 8, kAnyLayout = 15;
+constexpr unsigned kAnyCollective = (1u << 10) - 1;
+constexpr unsigned bitOf(CollectiveKind kind) { return 1u << static_cast<unsigned>(kind); }
+// What a row needs of the device routes (and of NCCL for the call's type and op).
+constexpr unsigned kNeedsNothing = 0, kNeedsNcclEverywhere = 1, kNeedsNcclInNodes = 2;
+
+// The layout class of a key: a group inside a communicator, one node,
+// several nodes of one size, or of different sizes.
+unsigned layoutClassOf(const SelectionKey& key);
+// Allreduce and reduce-scatter that compress: the compressed algorithms'
+// rows. A compressed allgather runs a plain algorithm over its wire format.
+bool isCompressedReduction(const SelectionKey& key);
+
+struct SelectionRow {
+  unsigned collectives = kAnyCollective;
+  unsigned memories = kAnyMemory;
+  unsigned layouts = kAnyLayout;
+  size_t fromBytes = 0;              // the call's selection size in [fromBytes, toBytes)
+  size_t toBytes = ~size_t{0};
+  bool compressed = false;           // for compressed reductions, or for every other call
+  unsigned needs = kNeedsNothing;
+  bool byModel = false;              // the cost model's cheapest runnable algorithm, else `algorithm`
+  Algorithm algorithm = Algorithm::Ring;
+  const char* rule = "";             // how the INFO log names the row
+};
+
+// The defaults, in order.
+const std::vector<SelectionRow>& defaultRows();
+// FAIRWAY_ALGO's row for one collective: every memory, layout and size.
+SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm);
+extern const char* const kOverrideRule;  // an override row's rule
+
+bool rowApplies(const SelectionRow& row, const SelectionKey& key, const SelectionConditions& conditions);
+// Why `algorithm` cannot run `key` here, or nullptr when it can.
+const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions);
+// The algorithms that implement a collective: what FAIRWAY_ALGO may name
+// for it and what the cost model compares.
+const std::vector<Algorithm>& algorithmsOf(CollectiveKind kind);
+// Every algorithm FAIRWAY_ALGO knows by name.
+const std::vector<Algorithm>& namedAlgorithms();
+
+}  // namespace fairway
