@@ -42,16 +42,6 @@ SelectionRow byModel(unsigned collectives, bool compressed) {
 
 const char* const kOverrideRule = "FAIRWAY_ALGO";
 
-unsigned layoutClassOf(const SelectionKey& key) {
-  if (key.layout == nullptr) return kGroup;
-  if (key.layout->nodeCount() == 1) return kOneNode;
-  return key.layout->uniform() ? kUniformNodes : kUnevenNodes;
-}
-
-bool isCompressedReduction(const SelectionKey& key) {
-  return key.compressed && (bitOf(key.kind) & kCompressedCollectives) != 0;
-}
-
 // Device rows first: NCCL's own collective, then two-phase with NCCL
 // inside nodes; then the node's segment on one node, the cost model
 // across uniform nodes, and the measured crossovers everywhere else.
@@ -64,7 +54,8 @@ const std::vector<SelectionRow>& defaultRows() {
         // NCCL inside the node beats any UCX path there, at every size.
         fixed(kTwoPhaseCollectives, kDeviceMemory, kUniformNodes, 0, kNoLimit, Algorithm::TwoPhase,
               "NCCL inside nodes", kNeedsNcclInNodes),
-        fixed(kSegmentCollectives, kAnyMemory, kOneNode, 0, kNoLimit, Algorithm::SharedMemory, "the node's segment"),
+        fixed(kSegmentCollectives, kAnyMemory, kOneNode, 0, kNoLimit, Algorithm::SharedMemory, "the node's segment",
+              kNeedsSegment),
         byModel(kAnyCollective, false),
         fixed(bitOf(K::AllReduce), kAnyMemory, kAnyLayout, 0, kAllreduceRingFromBytes, Algorithm::RecursiveDoubling,
               "measured crossover"),
@@ -99,17 +90,6 @@ SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm) {
   SelectionRow row = fixed(bitOf(kind), kAnyMemory, kAnyLayout, 0, kNoLimit, algorithm, kOverrideRule);
   row.compressed = isCompressedAlgorithm(algorithm);  // compressed choices apply to compressed calls only
   return row;
-}
-
-bool rowApplies(const SelectionRow& row, const SelectionKey& key, const SelectionConditions& conditions) {
-  if ((row.collectives & bitOf(key.kind)) == 0) return false;
-  if ((row.memories & (key.onDevice ? kDeviceMemory : kHostMemory)) == 0) return false;
-  if ((row.layouts & layoutClassOf(key)) == 0) return false;
-  if (key.bytes < row.fromBytes || key.bytes >= row.toBytes) return false;
-  if (row.compressed != isCompressedReduction(key)) return false;
-  if ((row.needs & kNeedsNcclEverywhere) != 0 && !(conditions.routes.ncclEverywhere && key.ncclRunsIt)) return false;
-  if ((row.needs & kNeedsNcclInNodes) != 0 && !(conditions.routes.ncclInNodes && key.ncclRunsIt)) return false;
-  return true;
 }
 
 const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions) {

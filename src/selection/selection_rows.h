@@ -31,14 +31,21 @@ constexpr unsigned kGroup = 1, kOneNode = 2, kUniformNodes = 4, kUnevenNodes = 8
 constexpr unsigned kAnyCollective = (1u << 10) - 1;
 constexpr unsigned bitOf(CollectiveKind kind) { return 1u << static_cast<unsigned>(kind); }
 // What a row needs of the device routes (and of NCCL for the call's type and op).
-constexpr unsigned kNeedsNothing = 0, kNeedsNcclEverywhere = 1, kNeedsNcclInNodes = 2;
+// kNeedsSegment: the node's segment can carry the call's data.
+constexpr unsigned kNeedsNothing = 0, kNeedsNcclEverywhere = 1, kNeedsNcclInNodes = 2, kNeedsSegment = 4;
 
 // The layout class of a key: a group inside a communicator, one node,
 // several nodes of one size, or of different sizes.
-unsigned layoutClassOf(const SelectionKey& key);
+inline unsigned layoutClassOf(const SelectionKey& key) {
+  if (key.layout == nullptr) return kGroup;
+  if (key.layout->nodeCount() == 1) return kOneNode;
+  return key.layout->uniform() ? kUniformNodes : kUnevenNodes;
+}
 // Allreduce and reduce-scatter that compress: the compressed algorithms'
 // rows. A compressed allgather runs a plain algorithm over its wire format.
-bool isCompressedReduction(const SelectionKey& key);
+inline bool isCompressedReduction(const SelectionKey& key) {
+  return key.compressed && (key.kind == CollectiveKind::AllReduce || key.kind == CollectiveKind::ReduceScatter);
+}
 
 struct SelectionRow {
   unsigned collectives = kAnyCollective;
@@ -59,9 +66,35 @@ const std::vector<SelectionRow>& defaultRows();
 SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm);
 extern const char* const kOverrideRule;  // an override row's rule
 
-bool rowApplies(const SelectionRow& row, const SelectionKey& key, const SelectionConditions& conditions);
+// A key as the rows test it, worked out once per selection: a row then
+// applies by a few mask tests (select runs on every call).
+struct RowMatch {
+  RowMatch(const SelectionKey& key, const SelectionConditions& conditions)
+      : collective(bitOf(key.kind)),
+        memory(key.onDevice ? kDeviceMemory : kHostMemory),
+        layout(layoutClassOf(key)),
+        bytes(key.bytes),
+        compressed(isCompressedReduction(key)),
+        routes((conditions.routes.ncclEverywhere && key.ncclRunsIt ? kNeedsNcclEverywhere : 0) |
+               (conditions.routes.ncclInNodes && key.ncclRunsIt ? kNeedsNcclInNodes : 0) |
+               (conditions.segmentServes(key) ? kNeedsSegment : 0)) {}
+  unsigned collective, memory, layout;
+  size_t bytes;
+  bool compressed;
+  unsigned routes;  // the kNeeds* bits this call's routes satisfy
+  bool applies(const SelectionRow& row) const {
+    return (row.collectives & collective) != 0 && (row.memories & memory) != 0 && (row.layouts & layout) != 0 &&
+           bytes >= row.fromBytes && bytes < row.toBytes && row.compressed == compressed &&
+           (row.needs & ~routes) == 0;
+  }
+};
 // Why `algorithm` cannot run `key` here, or nullptr when it can.
 const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions);
+// Whether whyCannotRun can refuse `algorithm` at all (the rest run anywhere).
+inline bool hasRunConditions(Algorithm a) {
+  return a == Algorithm::SharedMemory || a == Algorithm::TwoPhase || a == Algorithm::CompressedTwoPhase ||
+         a == Algorithm::Leaders || a == Algorithm::Native;
+}
 // The algorithms that implement a collective: what FAIRWAY_ALGO may name
 // for it and what the cost model compares.
 const std::vector<Algorithm>& algorithmsOf(CollectiveKind kind);

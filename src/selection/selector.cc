@@ -86,16 +86,19 @@ void Selector::setLinks(const LinkModel& intra, const LinkModel& inter) {
 
 Selection Selector::select(const SelectionKey& key) const {
   Selection s;
+  const RowMatch match(key, conditions_);
   for (const SelectionRow& row : rows_) {
-    if (!rowApplies(row, key, conditions_)) continue;
+    if (!match.applies(row)) continue;
     if (row.byModel) {
       const std::optional<Algorithm> cheapest = cheapestByModel(key, row.compressed);
       if (!cheapest) continue;  // no model of any candidate
       s.algorithm = *cheapest;
     } else {
-      if (const char* why = whyCannotRun(row.algorithm, key, conditions_)) {
-        if (row.rule == kOverrideRule) warnOverrideOnce(key, row.algorithm, why);
-        continue;
+      if (hasRunConditions(row.algorithm)) {
+        if (const char* why = whyCannotRun(row.algorithm, key, conditions_)) {
+          if (row.rule == kOverrideRule) warnOverrideOnce(key, row.algorithm, why);
+          continue;
+        }
       }
       s.algorithm = row.algorithm;
     }
@@ -103,9 +106,11 @@ Selection Selector::select(const SelectionKey& key) const {
     break;
   }
   placeProviders(key, &s);
-  if (logEnabled(LogLevel::Info, LogSubsys::Algo)) logOnce(key, s);
-  FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s (%s)", collectiveName(key.kind), key.bytes,
-         key.onDevice ? "device" : "host", algorithmName(s.algorithm), s.rule);
+  if (logEnabled(LogLevel::Info, LogSubsys::Algo)) {  // TRACE is enabled only where INFO is
+    logOnce(key, s);
+    FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s (%s)", collectiveName(key.kind), key.bytes,
+           key.onDevice ? "device" : "host", algorithmName(s.algorithm), s.rule);
+  }
   return s;
 }
 
