@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -112,12 +113,19 @@ TEST(ConfigTable, ShownValuesReadBackAndBadValuesNameTheVariable) {
       ASSERT_TRUE(v.apply(sample->second.c_str(), &c).isOk());
       EXPECT_EQ(v.show(c), sample->second);
     }
+    // Paths, names and addresses take any text; every other variable
+    // refuses this one.
+    const std::set<std::string> freeText = {"FAIRWAY_TOPO_FILE",     "FAIRWAY_TOPO_DUMP_FILE", "FAIRWAY_COMM_ID",
+                                            "FAIRWAY_JOB_SECRET",    "FAIRWAY_JOB_SECRET_FILE", "FAIRWAY_SOCKET_IFNAME",
+                                            "FAIRWAY_NODE_ID",       "FAIRWAY_PLUGIN_PATH",    "FAIRWAY_NET_DEVICES"};
     Config c;
     const Status refused = v.apply("-1x|", &c);
-    if (!refused.isOk()) {
-      EXPECT_EQ(refused.code(), fwInvalidArgument);
-      EXPECT_NE(refused.message().find(v.name), std::string::npos) << refused.message();
+    if (freeText.count(v.name) > 0) {
+      EXPECT_TRUE(refused.isOk()) << refused.message();
+      continue;
     }
+    EXPECT_EQ(refused.code(), fwInvalidArgument);
+    EXPECT_NE(refused.message().find(v.name), std::string::npos) << refused.message();
   }
 }
 
