@@ -163,9 +163,10 @@ void printAlgorithms(const Communicator& comm) {
   }
   if (plan.deviceOverUcx == Provider::StagedUcx) {
     const size_t slice = comm.config().pipeline.stagingSliceBytes;
-    std::printf("  staging per communicator: 2 x %zu KiB pinned for elementwise collectives, messages and\n"
-                "  all-to-all-v, and 2 x %zu KiB for collectives with a block per rank (FAIRWAY_STAGING_SLICE_BYTES)\n",
-                slice / 1024, slice / 1024);
+    std::printf("  staged through pinned memory: collectives run on the device, each message through a pooled\n"
+                "  pinned bounce buffer (the pool holds what one call had in flight at once); fwSend and fwRecv\n"
+                "  move in 2 x %zu KiB pinned slices (FAIRWAY_STAGING_SLICE_BYTES)\n",
+                slice / 1024);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "algorithms/chunk_layout.h"
 #include "algorithms/data_space.h"
 #include "algorithms/node_phase.h"
+#include "algorithms/staged_wire.h"
 #include "core/pipeline_settings.h"
 #include "core/reducer.h"
 #include "p2p/messenger.h"
@@ -45,6 +46,7 @@ class CollectiveContext {
     CollectiveContext sub(messenger_, scratch_, space_, groupRanks, sequence_, signature_, elementSize_, reducer,
                           pipeline_);
     sub.hierarchy_ = hierarchy_;
+    sub.wire_ = wire_;
     return sub;
   }
   // The same collective moving elements of another size: a compressed
@@ -54,6 +56,7 @@ class CollectiveContext {
                             pipeline_);
     other.hierarchy_ = hierarchy_;
     other.layout_ = layout_;
+    other.wire_ = wire_;
     return other;
   }
   // Who serves a hierarchical algorithm's phases (node_phase.h); by
@@ -66,6 +69,9 @@ class CollectiveContext {
   // are copied between the two at the phase boundaries.
   bool railStaged() const { return hierarchy_.rail != nullptr && hierarchy_.rail != &space_; }
   char* railBytes(size_t bytes) { return railSpace().scratch(ScratchRegion::Rail, bytes); }
+  // Messages of data the transport cannot reach cross through the wire's
+  // bounce buffers (staged_wire.h); null: they go as they are.
+  void setWire(StagedWire* wire) { wire_ = wire; }
   // Which node each rank sits on, when this context is a whole communicator.
   const RankLayout* layout() const { return layout_; }
   void setLayout(const RankLayout* layout) { layout_ = layout; }
@@ -109,14 +115,35 @@ class CollectiveContext {
   // step distinguishes messages between one pair within a collective; both
   // sides must number them alike (only its low 10 bits travel).
   Status send(int peer, const void* buf, size_t elems, uint32_t step, Pending* out) {
-    int dest = commRank(peer);
-    return messenger_.send(dest, buf, elems * elementSize_,
-                           Tag::collective(messenger_.rank(), sequence_, signature_, step), out);
+    const int dest = commRank(peer);
+    const uint64_t tag = Tag::collective(messenger_.rank(), sequence_, signature_, step);
+    const size_t bytes = elems * elementSize_;
+    if (wire_ == nullptr || bytes == 0) return messenger_.send(dest, buf, bytes, tag, out);
+    char* bounce = nullptr;
+    FW_RETURN_IF_ERROR(wire_->acquire(bytes, &bounce));
+    Status st = space_.copy(bounce, buf, bytes);
+    if (st.isOk()) st = messenger_.send(dest, bounce, bytes, tag, out);
+    if (!st.isOk()) {
+      wire_->release(bounce);
+      return st;
+    }
+    wire_->track(out, bounce, nullptr, bytes);
+    return st;
   }
   Status recv(int peer, void* buf, size_t elems, uint32_t step, Pending* out) {
-    int source = commRank(peer);
-    return messenger_.recv(source, buf, elems * elementSize_, Tag::collective(source, sequence_, signature_, step),
-                           out);
+    const int source = commRank(peer);
+    const uint64_t tag = Tag::collective(source, sequence_, signature_, step);
+    const size_t bytes = elems * elementSize_;
+    if (wire_ == nullptr || bytes == 0) return messenger_.recv(source, buf, bytes, tag, out);
+    char* bounce = nullptr;
+    FW_RETURN_IF_ERROR(wire_->acquire(bytes, &bounce));
+    const Status st = messenger_.recv(source, bounce, bytes, tag, out);
+    if (!st.isOk()) {
+      wire_->release(bounce);
+      return st;
+    }
+    wire_->track(out, bounce, buf, bytes);
+    return st;
   }
   // Sends sendElems to `to` while receiving recvElems from `from`; waits for both.
   Status sendRecv(int to, const void* sendBuf, size_t sendElems, int from, void* recvBuf, size_t recvElems,
@@ -126,8 +153,12 @@ class CollectiveContext {
     FW_RETURN_IF_ERROR(send(to, sendBuf, sendElems, step, &p[1]));
     return waitAll(p, 2);
   }
-  Status wait(Pending* p) { return messenger_.wait(p); }
-  Status waitAll(Pending* list, size_t count) { return messenger_.waitAll(list, count); }
+  // A staged receive's bytes are in place once its wait returns.
+  Status wait(Pending* p) { return waitAll(p, 1); }
+  Status waitAll(Pending* list, size_t count) {
+    FW_RETURN_IF_ERROR(messenger_.waitAll(list, count));
+    return wire_ == nullptr ? Status::ok() : wire_->settle(space_, list, count);
+  }
 
   char* at(void* base, size_t elems) const { return static_cast<char*>(base) + elems * elementSize_; }
   const char* at(const void* base, size_t elems) const { return static_cast<const char*>(base) + elems * elementSize_; }
@@ -146,6 +177,7 @@ class CollectiveContext {
   PipelineSettings pipeline_;
   const RankLayout* layout_ = nullptr;
   Hierarchy hierarchy_;
+  StagedWire* wire_ = nullptr;
   RingNodePhase ringNodePhase_;
   int rank_ = 0;
   int size_ = 1;

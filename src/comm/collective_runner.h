@@ -10,6 +10,7 @@
 
 #include "algorithms/data_space.h"
 #include "algorithms/node_phase.h"
+#include "algorithms/staged_wire.h"
 #include "collective/collective_args.h"
 #include "core/status.h"
 #include "p2p/messenger.h"
@@ -25,15 +26,14 @@ class CollectiveRunner {
   // algorithm and the provider of each phase; a phase the plan gives to
   // the node's segment runs there), the data space its buffers are in
   // (null: host memory), the node phase and rail space the caller
-  // provides, and the whole call when args is one slice of it (every
-  // slice's messages carry the whole call's signature, under its one
-  // number).
+  // provides, and the staged wire its messages cross (null: the
+  // transport reaches the buffers).
   struct Reserved {
     bool chosen = false;  // false: select here, as for a host call
     Selection selection;
     DataSpace* space = nullptr;
     Hierarchy hierarchy;
-    const CollectiveArgs* whole = nullptr;
+    StagedWire* wire = nullptr;
   };
 
   virtual int rank() const = 0;

@@ -134,7 +134,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
   const PipelineSettings& pipeline = config_.pipeline;
   CollectiveContext ctx(*messenger_, scratch_, space, group, sequence,
-                        collectiveSignature(how.whole != nullptr ? *how.whole : args), elementSize,
+                        collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
   const Selection plan = how.chosen ? how.selection
@@ -152,15 +152,18 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
     hierarchy.node = shm_.get();
   }
   ctx.setHierarchy(hierarchy);
+  ctx.setWire(how.wire);
   Status st;
   try {
     st = runCollective(ctx, args, plan.algorithm);
   } catch (const std::bad_alloc&) {
     st = Status(fwSystemError, "out of memory for scratch buffers");
   }
+  if (st.isOk() && how.wire != nullptr) st = how.wire->finish(true);
   if (!st.isOk()) {
-    // Nothing may still write into the caller's buffers once we return.
+    // Nothing may still write into the caller's buffers (or the wire's) once we return.
     scratch_.forEachPendingList([&](Pending* list, size_t count) { messenger_->cancel(list, count); });
+    if (how.wire != nullptr) (void)how.wire->finish(false);  // reports nothing once the call failed
     messenger_->fail(st);
   }
   // The caller names the collective (the C API, or an internal caller's

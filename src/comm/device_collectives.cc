@@ -55,15 +55,11 @@ DeviceCollectives::DeviceCollectives(CollectiveRunner& comm, const Config& confi
       timeoutMs_(config.timeoutMs),
       stagingSliceBytes_(config.pipeline.stagingSliceBytes),
       copier_(device_, timeoutMs_),
-      slices_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}},
-      whole_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}} {}
+      slices_{{device_, StagingBuffer::Kind::Pinned}, {device_, StagingBuffer::Kind::Pinned}} {}
 
 DeviceCollectives::~DeviceCollectives() {
   native_.reset();
   nodePhase_.reset();
-  for (void* event : sliceReady_) {
-    if (event != nullptr) device_.destroyEvent(event);
-  }
   for (void* event : allEvents_) device_.destroyEvent(event);
 }
 
@@ -223,16 +219,6 @@ Status DeviceCollectives::ensureNodePhase() {
   return Status::ok();
 }
 
-Status DeviceCollectives::runTwoPhase(const CollectiveArgs& a, const Selection& plan, uint32_t sequence) {
-  CollectiveRunner::Reserved how;
-  how.chosen = true;
-  how.selection = plan;
-  how.space = &deviceSpace();
-  how.hierarchy.node = nodePhase_.get();
-  how.hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
-  return comm_.runReserved(a, sequence, how);
-}
-
 bool DeviceCollectives::ucxDirect() const { return comm_.selector().deviceRoutes().ucxDirect; }
 
 DeviceDataSpace& DeviceCollectives::deviceSpace() {
@@ -240,86 +226,46 @@ DeviceDataSpace& DeviceCollectives::deviceSpace() {
   return *deviceSpace_;
 }
 
-Status DeviceCollectives::runDirect(const CollectiveArgs& a, const Selection& plan, uint32_t sequence,
-                                     bool stagedRail) {
-  CollectiveRunner::Reserved how;
-  how.chosen = true;
-  how.selection = plan;
-  how.space = &deviceSpace();
-  if (stagedRail) how.hierarchy.rail = &pinnedRail();
-  return comm_.runReserved(a, sequence, how);
-}
-
 PinnedDataSpace& DeviceCollectives::pinnedRail() {
   if (!railSpace_) railSpace_ = std::make_unique<PinnedDataSpace>(device_);
   return *railSpace_;
 }
 
-// The selection table decides; each branch is one provider.
+PinnedWire& DeviceCollectives::wire() {
+  if (!wire_) wire_ = std::make_unique<PinnedWire>(device_);
+  return *wire_;
+}
+
+// The selection table decides. NCCL's own collective is enqueued on the
+// stream; everything else is the plan's algorithm, run once on the worker
+// over the device buffers (runOnDevice).
 Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   SelectionKey key = selectionKeyOf(a, comm_.size(), &comm_.layout(), /*onDevice=*/true);
   key.ncclRunsIt = ncclRuns(nccl_, a);
-  const Selection chosen = comm_.selector().select(key);
-  if (chosen.algorithm == Algorithm::Native) return runNative(a, stream);
-  const Selection plan = chosen;
-  if (chosen.node == Provider::Nccl) {
-    FW_RETURN_IF_ERROR(ensureNodePhase());
-    return enqueueOnWorker(stream, 1, [this, a, plan](uint32_t sequence) { return runTwoPhase(a, plan, sequence); });
-  }
-  // Compressed: on the device memory, its rail there or staged.
-  if (chosen.rail == Provider::DeviceUcx || isCompressedAlgorithm(plan.algorithm)) {
-    const bool stagedRail = chosen.rail != Provider::DeviceUcx;
-    return enqueueOnWorker(stream, 1, [this, a, plan, stagedRail](uint32_t sequence) {
-      return runDirect(a, plan, sequence, stagedRail);
-    });
-  }
-  return enqueueStaged(a, plan, stream);
+  const Selection plan = comm_.selector().select(key);
+  if (plan.algorithm == Algorithm::Native) return runNative(a, stream);
+  if (plan.node == Provider::Nccl) FW_RETURN_IF_ERROR(ensureNodePhase());
+  return enqueueOnWorker(stream, 1, [this, a, plan](uint32_t sequence) { return runOnDevice(a, plan, sequence); });
 }
 
-// UCX sends from or receives into the device buffer itself.
-Status DeviceCollectives::directSend(const void* buf, size_t bytes, int peer, uint64_t number) {
-  Pending pending;
-  FW_RETURN_IF_ERROR(
-      comm_.pointToPoint().postSendNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending));
-  return comm_.messenger().wait(&pending);
-}
-
-Status DeviceCollectives::directRecv(void* buf, size_t bytes, int peer, uint64_t number) {
-  Pending pending;
-  FW_RETURN_IF_ERROR(
-      comm_.pointToPoint().postRecvNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending));
-  return comm_.messenger().wait(&pending);
-}
-
-Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (comm_.selector().ncclMessages()) {
-    FW_RETURN_IF_ERROR(ensureNative());
-    return native_->send(buf, count, datatype, peer, stream);
+// Copies, reductions and scratch on the device (DeviceDataSpace). The
+// messages go from and to the device memory itself where UCX reaches it,
+// else through pinned bounce buffers (the staged wire). Two-phase with
+// NCCL inside nodes has NCCL run its node phase and its rail work in
+// pinned host memory when UCX cannot reach the device's.
+Status DeviceCollectives::runOnDevice(const CollectiveArgs& a, const Selection& plan, uint32_t sequence) {
+  CollectiveRunner::Reserved how;
+  how.chosen = true;
+  how.selection = plan;
+  how.space = &deviceSpace();
+  if (plan.node == Provider::Nccl) {
+    how.hierarchy.node = nodePhase_.get();
+    how.hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
+  } else if (!ucxDirect()) {
+    how.wire = &wire();
   }
-  const size_t bytes = count * datatypeSize(datatype);
-  // In call order, like the collectives' numbers; device messages carry no tag.
-  const uint64_t number = comm_.pointToPoint().reserveSendNumber(peer, PointToPoint::kDefaultTag);
-  const bool fromDevice = ucxDirect();
-  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, fromDevice](uint32_t) {
-    return fromDevice ? directSend(buf, bytes, peer, number)
-                      : stagedSend(buf, bytes, peer, number);
-  });
-}
-
-Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (comm_.selector().ncclMessages()) {
-    FW_RETURN_IF_ERROR(ensureNative());
-    return native_->recv(buf, count, datatype, peer, stream);
-  }
-  const size_t bytes = count * datatypeSize(datatype);
-  const uint64_t number = comm_.pointToPoint().reserveRecvNumber(peer, PointToPoint::kDefaultTag);
-  const bool intoDevice = ucxDirect();
-  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, intoDevice](uint32_t) {
-    return intoDevice ? directRecv(buf, bytes, peer, number) : stagedRecv(buf, bytes, peer, number);
-  });
+  return comm_.runReserved(a, sequence, how);
 }
 
 Status DeviceCollectives::asyncError() {

@@ -1,7 +1,7 @@
 // Collectives and messages on device buffers, the way the plan says, with
 // NCCL's stream semantics: a call enqueues its work on the caller's stream
 // and returns. NCCL's collectives are enqueued as they are. Paths that need
-// the host (UCX, staging through pinned memory) are queued for the
+// the host (UCX on device memory or through pinned bounce buffers) are queued for the
 // communicator's worker thread: the call records an event on the stream
 // (the worker starts when the stream reaches it) and makes the stream wait
 // on a flag the worker sets when the data is in place. A failure there
@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "providers/device_data_space.h"
 #include "providers/native_node_phase.h"
+#include "providers/pinned_wire.h"
 #include "providers/private_stream.h"
 #include "providers/staging_buffer.h"
 #include "transports/device_runtime.h"
@@ -58,32 +59,16 @@ class DeviceCollectives {
   Status waitForStream(void* startEvent);
   Status acquireEvent(void** out);
   void releaseEvent(void* event);
-  // The staged path (device_staging.cc): the whole collective, or its
-  // slices, through pinned host buffers.
-  Status enqueueStaged(const CollectiveArgs& args, const Selection& plan, void* stream);
-  size_t stagedSliceElements(const CollectiveArgs& args) const;
-  // The staged bodies, run on the worker once the stream reached the call:
-  // the selected algorithm on each slice, all under the call's one number.
-  Status runStagedSlice(const CollectiveArgs& whole, const CollectiveArgs& slice, const Selection& plan,
-                        uint32_t sequence);
-  Status runStagedInSlices(const CollectiveArgs& args, const Selection& plan, size_t sliceLength, uint32_t sequence);
-  size_t blockSliceElements(const CollectiveArgs& args) const;
-  Status runStagedBlocks(const CollectiveArgs& args, const Selection& plan, size_t sliceLength, uint32_t sequence);
-  Status runStagedAllToAllv(const CollectiveArgs& args, uint32_t sequence);
-  // Two-phase across nodes with NCCL inside them: the one two-phase
-  // algorithm (or compressed two-phase), its node phase NCCL over this
-  // node's ranks, its rail phase over UCX on device memory or (plain
-  // two-phase only) through pinned host memory.
+  // Two-phase across nodes with NCCL inside them: NCCL over this node's
+  // ranks serves the node phase, made at the first such call.
   Status ensureNodePhase();
-  Status runTwoPhase(const CollectiveArgs& args, const Selection& plan, uint32_t sequence);
-  // UCX on the device buffers themselves: the host algorithm, its copies
-  // and reductions on the device (DeviceDataSpace).
+  // The plan's algorithm, once, on the worker (see the .cc).
+  Status runOnDevice(const CollectiveArgs& args, const Selection& plan, uint32_t sequence);
   bool ucxDirect() const;
-  // stagedRail (compressed algorithms only): the rail exchanges go through
-  // pinned host memory, the data stays on the device.
-  Status runDirect(const CollectiveArgs& args, const Selection& plan, uint32_t sequence, bool stagedRail = false);
   PinnedDataSpace& pinnedRail();
   DeviceDataSpace& deviceSpace();
+  PinnedWire& wire();
+  // Messages (device_messages.cc).
   size_t messageSlices(size_t bytes) const;
   Status stagedSend(const void* buf, size_t bytes, int peer, uint64_t number);
   Status stagedRecv(void* buf, size_t bytes, int peer, uint64_t number);
@@ -108,10 +93,9 @@ class DeviceCollectives {
   // Worker-only from here: staging buffers and the copy stream.
   PrivateStream copier_;
   void* copyStream_ = nullptr;  // copier_'s stream, once made
-  void* sliceReady_[2] = {nullptr, nullptr};
-  StagingBuffer slices_[2];
-  StagingBuffer whole_[2];  // send and receive sides of a block-sliced collective
+  StagingBuffer slices_[2];  // a staged message's slices
   std::unique_ptr<DeviceDataSpace> deviceSpace_;
+  std::unique_ptr<PinnedWire> wire_;  // the staged wire of collectives UCX cannot reach
   std::unique_ptr<PinnedDataSpace> railSpace_;   // the staged rail of two-phase and compressed collectives
   std::unique_ptr<NativeNodePhase> nodePhase_;   // made by the caller's thread, used by the worker
 };

@@ -233,8 +233,8 @@ std::vector<ConfigVariable> makeTable() {
         "segments in flight per peer",
         integer(1, 64, [](auto& c) -> auto& { return c.pipeline.depth; })),
     configVariable("FAIRWAY_STAGING_SLICE_BYTES", "4M",
-        "device buffers staged through pinned host memory move in slices of this many bytes (two in "
-        "flight: one copied while the other crosses the network)",
+        "messages (fwSend, fwRecv) of device buffers staged through pinned host memory move in slices "
+        "of this many bytes (two in flight: one copied while the other crosses the network)",
         bytes(4096, size_t{1} << 30, [](auto& c) -> auto& { return c.pipeline.stagingSliceBytes; })),
     configVariable("FAIRWAY_SPIN_US", "2000",
         "busy-poll time (yielding the core) before a wait sleeps on the transport's event fd",

@@ -99,7 +99,7 @@ const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const Sel
       if (layout == nullptr) return "it runs on whole communicators only";
       if (layout->nodeCount() > 1) return "the ranks span several nodes (two-phase and leaders use it inside each node)";
       if (!conditions.sharedMemory) return "this node has no shared-memory segment (see the INFO log of communicator creation)";
-      if (!conditions.segmentServes(key)) return "UCX moves device buffers directly, not through the segment";
+      if (!conditions.segmentServes(key)) return "the segment carries host buffers only";
       return nullptr;
     case Algorithm::TwoPhase:
     case Algorithm::CompressedTwoPhase:

@@ -19,10 +19,10 @@ namespace fairway {
 struct SelectionConditions {
   DeviceRoutes routes;
   bool sharedMemory = false;  // this rank's node has its shared-memory segment
-  // Whether the segment can carry the call's data: host buffers, or device
-  // buffers staged through pinned host memory (never device memory UCX
-  // reaches directly).
-  bool segmentServes(const SelectionKey& key) const { return sharedMemory && (!key.onDevice || !routes.ucxDirect); }
+  // Whether the segment can carry the call's data: host buffers only (the
+  // CPU copies into and out of it; device buffers stay on the device, their
+  // messages staged through pinned bounce buffers where UCX cannot reach them).
+  bool segmentServes(const SelectionKey& key) const { return sharedMemory && !key.onDevice; }
 };
 
 // Masks of a row.

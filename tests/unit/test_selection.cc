@@ -96,25 +96,33 @@ TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
 }
 
 // The plan names every phase's provider, and the communicator runs what
-// it names: device buffers staged through pinned host memory use the
-// node's segment where host buffers would (the plan says so), device
-// memory UCX reaches directly never goes through it.
-TEST(Selector, TheSegmentServesStagedDeviceBuffersAndNeverDeviceMemory) {
+// it names: the node's segment carries host buffers only; device buffers
+// stay on the device, over UCX on device memory or staged through pinned
+// bounce buffers.
+TEST(Selector, TheSegmentCarriesHostBuffersOnly) {
   const RankLayout one = nodesOf({4});
   const RankLayout twoByTwo = nodesOf({2, 2});
   DeviceRoutes routes;
   routes.present = true;
   Selector staged = selectorWith({}, routes);
   staged.setSharedMemory(true);
+  const Selection hostFlat = staged.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one));
+  EXPECT_EQ(hostFlat.algorithm, Algorithm::SharedMemory);
+  EXPECT_EQ(hostFlat.node, Provider::HostShm);
+  EXPECT_EQ(hostFlat.rail, Provider::HostShm);
   const Selection flat = staged.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
-  EXPECT_EQ(flat.algorithm, Algorithm::SharedMemory);
-  EXPECT_EQ(flat.node, Provider::HostShm);
-  EXPECT_EQ(flat.rail, Provider::HostShm);
+  EXPECT_NE(flat.algorithm, Algorithm::SharedMemory);
+  EXPECT_EQ(flat.node, Provider::StagedUcx);
+  EXPECT_EQ(flat.rail, Provider::StagedUcx);
   EXPECT_EQ(staged.select(keyFor(CollectiveKind::AllToAll, 64, &one, true, false)).node, Provider::StagedUcx);
   const Selection twoPhase = staged.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo, true, false));
   EXPECT_EQ(twoPhase.algorithm, Algorithm::TwoPhase);
-  EXPECT_EQ(twoPhase.node, Provider::HostShm);
+  EXPECT_EQ(twoPhase.node, Provider::StagedUcx);
   EXPECT_EQ(twoPhase.rail, Provider::StagedUcx);
+  // shm forced for staged device buffers: warned about, the next row decides.
+  Selector forced = selectorWith({{"allreduce", "shm"}}, routes);
+  forced.setSharedMemory(true);
+  EXPECT_EQ(forced.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false)).node, Provider::StagedUcx);
 
   routes.ucxDirect = true;
   Selector direct = selectorWith({}, routes);
