@@ -13,6 +13,7 @@ namespace fairway {
 enum class CollectiveKind {
   AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, AllToAllv, Gather, Scatter, Barrier,
 };
+constexpr int kCollectiveKinds = static_cast<int>(CollectiveKind::Barrier) + 1;
 
 // As FAIRWAY_ALGO and the logs write it: "allreduce", "reducescatter", ...
 const char* collectiveName(CollectiveKind kind);

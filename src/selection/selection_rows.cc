@@ -150,4 +150,28 @@ const std::vector<Algorithm>& namedAlgorithms() {
   return all;
 }
 
+RowIndex::RowIndex(const std::vector<SelectionRow>& rows) {
+  first_.reserve(kSlots + 1);
+  for (unsigned kind = 0; kind < kCollectiveKinds; ++kind) {
+    for (unsigned memory = 0; memory < kMemories; ++memory) {
+      for (unsigned layout = 0; layout < kLayoutClasses; ++layout) {
+        for (int compressed = 0; compressed < 2; ++compressed) {
+          for (unsigned routes = 0; routes < kRoutes; ++routes) {
+            first_.push_back(static_cast<uint32_t>(rows_.size()));
+            for (size_t i = 0; i < rows.size(); ++i) {
+              const SelectionRow& row = rows[i];
+              if ((row.collectives & (1u << kind)) != 0 && (row.memories & (1u << memory)) != 0 &&
+                  (row.layouts & (1u << layout)) != 0 && row.compressed == (compressed == 1) &&
+                  (row.needs & ~routes) == 0) {
+                rows_.push_back(static_cast<uint16_t>(i));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  first_.push_back(static_cast<uint32_t>(rows_.size()));
+}
+
 }  // namespace fairway

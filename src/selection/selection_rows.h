@@ -28,7 +28,7 @@ struct SelectionConditions {
 // Masks of a row.
 constexpr unsigned kHostMemory = 1, kDeviceMemory = 2, kAnyMemory = 3;
 constexpr unsigned kGroup = 1, kOneNode = 2, kUniformNodes = 4, kUnevenNodes = 8, kAnyLayout = 15;
-constexpr unsigned kAnyCollective = (1u << 10) - 1;
+constexpr unsigned kAnyCollective = (1u << kCollectiveKinds) - 1;
 constexpr unsigned bitOf(CollectiveKind kind) { return 1u << static_cast<unsigned>(kind); }
 // What a row needs of the device routes (and of NCCL for the call's type and op).
 // kNeedsSegment: the node's segment can carry the call's data.
@@ -66,27 +66,37 @@ const std::vector<SelectionRow>& defaultRows();
 SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm);
 extern const char* const kOverrideRule;  // an override row's rule
 
-// A key as the rows test it, worked out once per selection: a row then
-// applies by a few mask tests (select runs on every call).
-struct RowMatch {
-  RowMatch(const SelectionKey& key, const SelectionConditions& conditions)
-      : collective(bitOf(key.kind)),
-        memory(key.onDevice ? kDeviceMemory : kHostMemory),
-        layout(layoutClassOf(key)),
-        bytes(key.bytes),
-        compressed(isCompressedReduction(key)),
-        routes((conditions.routes.ncclEverywhere && key.ncclRunsIt ? kNeedsNcclEverywhere : 0) |
-               (conditions.routes.ncclInNodes && key.ncclRunsIt ? kNeedsNcclInNodes : 0) |
-               (conditions.segmentServes(key) ? kNeedsSegment : 0)) {}
-  unsigned collective, memory, layout;
-  size_t bytes;
-  bool compressed;
-  unsigned routes;  // the kNeeds* bits this call's routes satisfy
-  bool applies(const SelectionRow& row) const {
-    return (row.collectives & collective) != 0 && (row.memories & memory) != 0 && (row.layouts & layout) != 0 &&
-           bytes >= row.fromBytes && bytes < row.toBytes && row.compressed == compressed &&
-           (row.needs & ~routes) == 0;
+// The rows that may apply to a call by everything but its size, for every
+// combination of collective, memory, layout class, compressed or plain,
+// and routes satisfied: worked out once per table, so a call (select runs
+// on every one) tests only the size ranges of its own few rows.
+class RowIndex {
+ public:
+  RowIndex() = default;
+  explicit RowIndex(const std::vector<SelectionRow>& rows);
+  struct Range {
+    const uint16_t* begin;
+    const uint16_t* end;
+  };
+  // Indices into the table's rows, in the table's order.
+  Range candidates(const SelectionKey& key, const SelectionConditions& conditions) const {
+    const unsigned routes = (conditions.routes.ncclEverywhere && key.ncclRunsIt ? kNeedsNcclEverywhere : 0) |
+                            (conditions.routes.ncclInNodes && key.ncclRunsIt ? kNeedsNcclInNodes : 0) |
+                            (conditions.segmentServes(key) ? kNeedsSegment : 0);
+    const size_t slot = slotOf(static_cast<unsigned>(key.kind), key.onDevice ? 1 : 0,
+                               static_cast<unsigned>(__builtin_ctz(layoutClassOf(key))), isCompressedReduction(key),
+                               routes);
+    return {rows_.data() + first_[slot], rows_.data() + first_[slot + 1]};
   }
+
+ private:
+  static constexpr size_t kMemories = 2, kLayoutClasses = 4, kRoutes = 8;
+  static constexpr size_t kSlots = kCollectiveKinds * kMemories * kLayoutClasses * 2 * kRoutes;
+  static size_t slotOf(unsigned kind, unsigned memory, unsigned layout, bool compressed, unsigned routes) {
+    return (((kind * kMemories + memory) * kLayoutClasses + layout) * 2 + (compressed ? 1 : 0)) * kRoutes + routes;
+  }
+  std::vector<uint32_t> first_;  // kSlots + 1 offsets into rows_
+  std::vector<uint16_t> rows_;
 };
 // Why `algorithm` cannot run `key` here, or nullptr when it can.
 const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions);

@@ -34,13 +34,14 @@ void warnOverrideOnce(const SelectionKey& key, Algorithm algorithm, const char* 
 
 }  // namespace
 
-Selector::Selector() : rows_(defaultRows()) {}
+Selector::Selector() : rows_(defaultRows()), index_(rows_) {}
 
 Selector::Selector(const Selector& other) { *this = other; }
 
 Selector& Selector::operator=(const Selector& other) {
   if (this == &other) return *this;
   rows_ = other.rows_;
+  index_ = other.index_;
   intra_ = other.intra_;
   inter_ = other.inter_;
   conditions_ = other.conditions_;
@@ -76,6 +77,7 @@ Status Selector::create(const std::map<std::string, std::string>& overrides, Sel
   const std::vector<SelectionRow>& defaults = defaultRows();
   rows.insert(rows.end(), defaults.begin(), defaults.end());
   out->rows_ = std::move(rows);
+  out->index_ = RowIndex(out->rows_);
   return Status::ok();
 }
 
@@ -86,9 +88,10 @@ void Selector::setLinks(const LinkModel& intra, const LinkModel& inter) {
 
 Selection Selector::select(const SelectionKey& key) const {
   Selection s;
-  const RowMatch match(key, conditions_);
-  for (const SelectionRow& row : rows_) {
-    if (!match.applies(row)) continue;
+  const RowIndex::Range candidates = index_.candidates(key, conditions_);
+  for (const uint16_t* i = candidates.begin; i != candidates.end; ++i) {
+    const SelectionRow& row = rows_[*i];
+    if (key.bytes < row.fromBytes || key.bytes >= row.toBytes) continue;
     if (row.byModel) {
       const std::optional<Algorithm> cheapest = cheapestByModel(key, row.compressed);
       if (!cheapest) continue;  // no model of any candidate
@@ -106,7 +109,7 @@ Selection Selector::select(const SelectionKey& key) const {
     break;
   }
   placeProviders(key, &s);
-  if (logEnabled(LogLevel::Info, LogSubsys::Algo)) {  // TRACE is enabled only where INFO is
+  if (logChoices_) {  // TRACE is enabled only where INFO is
     logOnce(key, s);
     FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s (%s)", collectiveName(key.kind), key.bytes,
            key.onDevice ? "device" : "host", algorithmName(s.algorithm), s.rule);

@@ -9,6 +9,7 @@
 // (docs/DESIGN.md).
 #pragma once
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/link_model.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "selection/selection_key.h"
 #include "selection/selection_rows.h"
@@ -63,8 +65,10 @@ class Selector {
   std::optional<Algorithm> cheapestByModel(const SelectionKey& key, bool compressed) const;
   void placeProviders(const SelectionKey& key, Selection* s) const;
   void logOnce(const SelectionKey& key, const Selection& selection) const;
-
   std::vector<SelectionRow> rows_;  // FAIRWAY_ALGO's, then the defaults
+  RowIndex index_;  // of rows_
+  // The log settings are read once per process; select asks on every call.
+  bool logChoices_ = logEnabled(LogLevel::Info, LogSubsys::Algo);
   LinkModel intra_ = kDefaultIntraLink;
   LinkModel inter_ = kDefaultInterLink;
   SelectionConditions conditions_;
