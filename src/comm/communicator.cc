@@ -132,14 +132,12 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   int groupSize = group.empty() ? size() : static_cast<int>(group.size());
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
-  const PipelineSettings& pipeline = config_.pipeline;
-  CollectiveContext ctx(*messenger_, scratch_, space, group, sequence,
-                        collectiveSignature(args), elementSize,
-                        reduces ? &reducer : nullptr, pipeline);
-  if (group.empty()) ctx.setLayout(&layout_);
   const Selection plan = how.chosen ? how.selection
                                     : selector_.select(selectionKeyOf(args, groupSize,
                                                                       group.empty() ? &layout_ : nullptr, false));
+  CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
+                        reduces ? &reducer : nullptr, *plan.pipeline);
+  if (group.empty()) ctx.setLayout(&layout_);
   if (shm_ && group.empty()) shm_->announce(sequence, ctx.signature());
   Hierarchy hierarchy = how.hierarchy;
   if (plan.node == Provider::HostShm) {

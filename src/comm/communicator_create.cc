@@ -223,6 +223,7 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   Formation f(oob, rank, size, config);
   FW_RETURN_IF_ERROR(Selector::create(config.algoOverrides, &f.selector));
   f.selector.setLinks(config.intraLink, config.interLink);
+  f.selector.setPipeline(config.pipeline);
   FW_RETURN_IF_ERROR(LocalMachine::get(config, &f.machine));
   FW_RETURN_IF_ERROR(openIntraNodeTransport(f));
   describeThisRank(f);

@@ -24,5 +24,6 @@ struct PipelineSettings {
   // stay cheap in pinned memory and the copies overlap the network.
   size_t stagingSliceBytes = 4 << 20;
 };
+inline constexpr PipelineSettings kDefaultPipeline{};
 
 }  // namespace fairway

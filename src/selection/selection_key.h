@@ -1,12 +1,13 @@
 // What selection takes and gives: a call's key (collective, memory,
 // layout, size), the device routes its communicator has, and the plan it
-// gets (the algorithm and the provider of each phase).
+// gets (the algorithm, the provider of each phase, the pipeline settings).
 #pragma once
 
 #include <cstddef>
 
 #include "algorithms/algorithm.h"
 #include "collective/collective_args.h"
+#include "core/pipeline_settings.h"
 #include "core/provider.h"
 #include "topo/rank_layout.h"
 #include "topo/transport_plan.h"
@@ -53,6 +54,10 @@ struct Selection {
   Provider node = Provider::HostUcx;
   Provider rail = Provider::HostUcx;
   const char* rule = "";  // the table's row that chose it, as the INFO log names it
+  // How the algorithm cuts the buffers into pipelined pieces
+  // (FAIRWAY_SEGMENT_BYTES, FAIRWAY_SLICE_BYTES, ...): the selector's, which
+  // outlives every call it plans.
+  const PipelineSettings* pipeline = &kDefaultPipeline;
 };
 
 }  // namespace fairway

@@ -44,6 +44,7 @@ Selector& Selector::operator=(const Selector& other) {
   index_ = other.index_;
   intra_ = other.intra_;
   inter_ = other.inter_;
+  pipeline_ = other.pipeline_;
   conditions_ = other.conditions_;
   return *this;
 }
@@ -109,6 +110,7 @@ Selection Selector::select(const SelectionKey& key) const {
     break;
   }
   placeProviders(key, &s);
+  s.pipeline = &pipeline_;
   if (logChoices_) {  // TRACE is enabled only where INFO is
     logOnce(key, s);
     FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s (%s)", collectiveName(key.kind), key.bytes,

@@ -37,6 +37,8 @@ class Selector {
 
   // The link parameters of the cost model (FAIRWAY_INTRA_LINK / _INTER_LINK).
   void setLinks(const LinkModel& intra, const LinkModel& inter);
+  // The pipeline settings every selection carries (FAIRWAY_SEGMENT_BYTES, ...).
+  void setPipeline(const PipelineSettings& pipeline) { pipeline_ = pipeline; }
   void setDeviceRoutes(const DeviceRoutes& routes) { conditions_.routes = routes; }
   // Whether this rank's node has its shared-memory segment (the same on
   // every rank of a node). It serves host collectives on one node and the
@@ -71,6 +73,7 @@ class Selector {
   bool logChoices_ = logEnabled(LogLevel::Info, LogSubsys::Algo);
   LinkModel intra_ = kDefaultIntraLink;
   LinkModel inter_ = kDefaultInterLink;
+  PipelineSettings pipeline_;
   SelectionConditions conditions_;
   // Choices already logged: (collective, on device, log2 of the size).
   mutable std::mutex loggedMutex_;

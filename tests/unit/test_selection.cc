@@ -236,6 +236,24 @@ TEST(Selector, EveryChoiceNamesItsRow) {
   EXPECT_STRNE(s.select(compressed).rule, "FAIRWAY_ALGO");
 }
 
+// The plan carries the pipeline settings the algorithm cuts its buffers by,
+// host or device, whichever row chose it.
+TEST(Selector, EveryChoiceCarriesThePipelineSettings) {
+  const RankLayout twoByTwo = nodesOf({2, 2});
+  PipelineSettings pipeline;
+  pipeline.segmentBytes = 12345;
+  pipeline.sliceBytes = 3 << 20;
+  Selector s = selectorWith({{"allgather", "bruck"}}, DeviceRoutes());
+  s.setPipeline(pipeline);
+  for (const SelectionKey& key : {keyFor(CollectiveKind::AllReduce, 64, &twoByTwo),
+                                  keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo),
+                                  keyFor(CollectiveKind::AllGather, 1 << 20, &twoByTwo)}) {
+    const Selection chosen = s.select(key);
+    EXPECT_EQ(chosen.pipeline->segmentBytes, 12345u) << chosen.rule;
+    EXPECT_EQ(chosen.pipeline->sliceBytes, size_t{3} << 20) << chosen.rule;
+  }
+}
+
 TEST(Selector, RejectsUnknownNames) {
   Selector s;
   Status st = Selector::create({{"allreduce", "bruck"}}, &s);
