@@ -319,6 +319,22 @@ FAIRWAY_API fwResult_t fwIallGatherCompressed(const void* sendbuff, void* recvbu
 FAIRWAY_API fwResult_t fwTest(fwRequest_t request, int* done);
 FAIRWAY_API fwResult_t fwWait(fwRequest_t request);
 
+/* Completion notification, so a caller need not keep a thread testing its
+ * requests. fn(result, arg) runs exactly once, with the operation's
+ * result, when the operation completes or fails:
+ *  - inside the fwWait or fwTest that completes the request, on its
+ *    thread, before that call returns; or else
+ *  - on a Fairway thread (the communicator's worker for collectives, its
+ *    progress thread for messages), which releases the request first: a
+ *    later fwWait or fwTest on it returns fwInvalidArgument; or
+ *  - inside this call, when the operation has completed already.
+ * Destroying or aborting the communicator runs a pending fn with the error.
+ * Inside fn, fwGetLastErrorMessage describes a failure. fn must return
+ * promptly and must not wait for later calls on the same communicator.
+ * One notification per request: a second is fwInvalidUsage. */
+typedef void (*fwCompletionFn_t)(fwResult_t result, void* arg);
+FAIRWAY_API fwResult_t fwRequestOnComplete(fwRequest_t request, fwCompletionFn_t fn, void* arg);
+
 #ifdef __cplusplus
 }
 #endif

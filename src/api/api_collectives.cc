@@ -1,5 +1,5 @@
-// C entry points for collectives and requests (point-to-point messages:
-// api_messages.cc).
+// C entry points for collectives (point-to-point messages: api_messages.cc;
+// requests: api_requests.cc).
 // Each builds a CollectiveArgs, validates it, and runs it now or queues it.
 #include "api/handles.h"
 #include "api/validate.h"
@@ -141,55 +141,6 @@ fwResult_t nonBlocking(fwComm_t comm, fwRequest_t* request, CollectiveArgs args,
     *request = registerRequest(std::move(state));
   }
   return reportToCaller(st.withContext(collectiveName(args.kind)));
-}
-
-// A send/recv request needs its communicator alive to make progress.
-Status communicatorOf(const RequestState& request, Communicator** out) {
-  return lookupComm(request.comm, out).withContext("the request's communicator");
-}
-
-// A completed receive tells its caller the sender, where it asked.
-void reportSource(const RequestState& request) {
-  if (request.source == nullptr) return;
-  *request.source = request.anySource ? request.anySource->source : request.message.peer;
-}
-
-Status testRequest(RequestState& request, bool* finished) {
-  if (request.operation) {
-    *finished = request.operation->isDone();
-    return *finished ? request.operation->wait() : Status::ok();
-  }
-  Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(communicatorOf(request, &impl));
-  Pending* message = &request.message;
-  if (request.anySource) {
-    AnySourceReceive& receive = *request.anySource;
-    if (!receive.matched()) {
-      impl->messenger().progressIfIdle();
-      FW_RETURN_IF_ERROR(impl->pointToPoint().matchAnySource(&receive));
-      if (!receive.matched()) {
-        *finished = false;
-        return Status::ok();
-      }
-    }
-    message = &receive.message;
-  }
-  FW_RETURN_IF_ERROR(impl->messenger().test(message, finished));
-  if (*finished) reportSource(request);
-  return Status::ok();
-}
-
-Status waitRequest(RequestState& request) {
-  if (request.operation) return request.operation->wait();
-  Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(communicatorOf(request, &impl));
-  if (request.anySource) {
-    FW_RETURN_IF_ERROR(impl->pointToPoint().waitAnySource(request.anySource.get()));
-  } else {
-    FW_RETURN_IF_ERROR(impl->messenger().wait(&request.message));
-  }
-  reportSource(request);
-  return Status::ok();
 }
 
 }  // namespace
@@ -345,31 +296,6 @@ fwResult_t fwIreduceScatterList(const void* const* sendbuffs, void* recvbuff, si
   const Status read = readReduceScatterList(comm, sendbuffs, recvbuff, recvcount, datatype, op, &args);
   if (!read.isOk()) return listNotStarted(read, args, request);
   return nonBlocking(comm, request, std::move(args));
-}
-
-fwResult_t fwTest(fwRequest_t request, int* done) {
-  if (done == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwTest: done is NULL"));
-  *done = 0;
-  std::shared_ptr<RequestState> state;
-  Status st = lookupRequest(request, &state);
-  if (!st.isOk()) return reportToCaller(st.withContext("fwTest"));
-  bool finished = false;
-  st = testRequest(*state, &finished);
-  if (st.isOk() && !finished) return fwSuccess;
-  // Complete, or failed: either way the request ends here, released once.
-  Status released = releaseRequest(request);
-  if (!released.isOk()) return reportToCaller(released.withContext("fwTest"));
-  *done = 1;
-  return reportToCaller(st.withContext(std::string("fwTest: ") + state->what));
-}
-
-fwResult_t fwWait(fwRequest_t request) {
-  std::shared_ptr<RequestState> state;
-  Status st = lookupRequest(request, &state);
-  // Taken out before waiting, so a second fwWait on it is refused at once.
-  if (st.isOk()) st = releaseRequest(request);
-  if (!st.isOk()) return reportToCaller(st.withContext("fwWait"));
-  return reportToCaller(waitRequest(*state).withContext(std::string("fwWait: ") + state->what));
 }
 
 }  // extern "C"

@@ -89,6 +89,7 @@ void unregisterComm(fwComm_t handle) {
 fwRequest_t registerRequest(std::shared_ptr<RequestState> state) {
   std::lock_guard<std::mutex> lock(registryMutex());
   uint64_t number = nextHandleNumber();
+  state->handle = handleOf<fwRequest_t>(number);
   requests().emplace(number, std::move(state));
   return handleOf<fwRequest_t>(number);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "collective/collective_args.h"
 #include "comm/communicator.h"
@@ -20,6 +21,16 @@ struct RequestState {
   Pending message;                                // or a send/recv
   std::unique_ptr<AnySourceReceive> anySource;    // or a receive from any source
   int* source = nullptr;                          // a receive's caller's place for the sender, or null
+
+  // Completion happens once: in the fwWait or fwTest that completes the
+  // request, or on a Fairway thread when the request has a notification
+  // (api_requests.cc). Whoever completes it holds `claim`.
+  fwRequest_t handle = nullptr;
+  std::mutex claim;
+  bool finished = false;  // under claim
+  Status outcome;         // under claim, once finished
+  fwCompletionFn_t notify = nullptr;  // under claim
+  void* notifyArg = nullptr;
 };
 
 fwComm_t registerComm(std::unique_ptr<Communicator> impl);

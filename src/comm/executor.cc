@@ -14,10 +14,26 @@ Status AsyncOperation::wait() {
 }
 
 void AsyncOperation::complete(Status result) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  result_ = std::move(result);
-  done_ = true;
-  cv_.notify_all();
+  std::vector<std::function<void(const Status&)>> then;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(result);
+    done_ = true;
+    cv_.notify_all();
+    then.swap(whenDone_);
+  }
+  for (auto& fn : then) fn(result_);  // result_ no longer changes
+}
+
+void AsyncOperation::whenDone(std::function<void(const Status&)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      whenDone_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn(result_);
 }
 
 Executor::~Executor() {

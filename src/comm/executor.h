@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/status.h"
 
@@ -23,12 +24,16 @@ class AsyncOperation {
   // Blocks until done (the operation's own waits are bounded) and returns its result.
   Status wait();
   void complete(Status result);
+  // Runs fn(result) once the operation is done: on the thread that
+  // completes it, after waiters are woken, or now if it is done already.
+  void whenDone(std::function<void(const Status&)> fn);
 
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
   Status result_;
+  std::vector<std::function<void(const Status&)>> whenDone_;
 };
 
 class Executor {

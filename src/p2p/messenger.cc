@@ -51,11 +51,16 @@ Status Messenger::start() {
   return Status::ok();
 }
 
+// Watched requests are polled after each round; with some pending, the
+// thread also wakes every few milliseconds, as a completion need not come
+// with a transport event (one a waiting caller's progress finished).
 void Messenger::idleProgressLoop() {
   constexpr int kIdlePollMs = 100;
+  constexpr int kWatchPollMs = 5;
   while (!stopping_.load(std::memory_order_acquire)) {
     if (waiters_.load(std::memory_order_acquire) > 0 || broken_.load(std::memory_order_acquire)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(kWatchPollMs));
+      watches_.pollAll();
       continue;
     }
     pollfd fds[3];
@@ -75,16 +80,29 @@ void Messenger::idleProgressLoop() {
       if (pending) progressAll();
     }
     if (pending) {
+      watches_.pollAll();
       std::this_thread::yield();
       continue;
     }
     fds[watched++] = pollfd{wakeFd_, POLLIN, 0};
-    (void)::poll(fds, watched, kIdlePollMs);
+    if (::poll(fds, watched, watches_.empty() ? kIdlePollMs : kWatchPollMs) > 0) {
+      uint64_t woken = 0;
+      (void)!::read(wakeFd_, &woken, sizeof(woken));  // a new watch, or stopping
+    }
     if (stopping_.load(std::memory_order_acquire)) break;
     if (waiters_.load(std::memory_order_acquire) > 0) continue;  // the waiter progresses for itself
-    std::lock_guard<std::mutex> lock(mutex_);
-    progressAll();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      progressAll();
+    }
+    watches_.pollAll();
   }
+}
+
+void Messenger::watch(std::shared_ptr<ProgressWatch> watch) {
+  watches_.add(std::move(watch));
+  const uint64_t one = 1;
+  if (wakeFd_ >= 0) (void)!::write(wakeFd_, &one, sizeof(one));
 }
 
 void Messenger::stopIdleProgress() {
@@ -431,6 +449,9 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
 
 void Messenger::disconnect() {
   stopIdleProgress();
+  const Status broken = brokenStatus();
+  watches_.abandonAll(broken.isOk() ? Status(fwInvalidUsage, "the communicator was destroyed before it completed")
+                                    : broken);
   std::lock_guard<std::mutex> lock(mutex_);
   for (NoticeSlot& slot : incomingNotices_) {
     if (slot.recv.done) continue;

@@ -16,6 +16,7 @@
 #include "bootstrap/socket.h"
 #include "core/config.h"
 #include "p2p/peer_info.h"
+#include "p2p/progress_watches.h"
 #include "transports/transport.h"
 
 namespace fairway {
@@ -72,6 +73,10 @@ class Messenger {
   // One round of progress on every transport, unless another thread is
   // inside them: posted messages keep moving while a caller waits elsewhere.
   void progressIfIdle();
+  // Polls watch on the progress thread after its rounds of progress (every
+  // few milliseconds while a caller waits in here or once the communicator
+  // is broken) until it is done; abandoned when the messenger disconnects.
+  void watch(std::shared_ptr<ProgressWatch> watch);
 
   // The failure that broke the communicator (ok while healthy).
   Status brokenStatus() const;
@@ -129,6 +134,7 @@ class Messenger {
   std::atomic<bool> stopping_{false};
   int wakeFd_ = -1;  // an eventfd that cuts the idle thread's poll short
   std::thread idleProgress_;
+  ProgressWatches watches_;
 
   std::atomic<bool> broken_{false};
   mutable std::mutex brokenMutex_;

@@ -1,0 +1,215 @@
+// Completion notifications (fwRequestOnComplete): each runs exactly once,
+// on a Fairway thread when nobody waits, on the waiter's thread when one
+// does, and with the error when the communicator goes first.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/multirank/rank_harness.h"
+
+namespace fairway::testing {
+namespace {
+
+// What one notification saw.
+struct Seen {
+  std::atomic<int> runs{0};
+  std::atomic<int> result{-1};
+  std::thread::id thread;
+  std::string message;
+  std::vector<int>* order = nullptr;  // collectives: the call order in which they completed
+  std::mutex* orderMutex = nullptr;
+  int index = 0;
+};
+
+void record(fwResult_t result, void* arg) {
+  Seen* seen = static_cast<Seen*>(arg);
+  seen->thread = std::this_thread::get_id();
+  seen->message = fwGetLastErrorMessage();
+  if (seen->order != nullptr) {
+    std::lock_guard<std::mutex> lock(*seen->orderMutex);
+    seen->order->push_back(seen->index);
+  }
+  seen->result.store(result);
+  seen->runs.fetch_add(1);
+}
+
+// Waits (at most 30 s) for every notification to have run.
+bool allRan(const std::vector<Seen>& seen) {
+  const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (const Seen& s : seen) {
+    while (s.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (s.runs.load() == 0) return false;
+  }
+  return true;
+}
+
+void expectAllSucceeded(const std::vector<RankOutcome>& outcomes) {
+  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+TEST(CompletionNotification, CollectivesAreToldInCallOrderWithoutAnyoneWaiting) {
+  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    const int kOps = 8;
+    const size_t n = 50000;
+    std::vector<std::vector<int32_t>> in(kOps, std::vector<int32_t>(n)), out(kOps, std::vector<int32_t>(n));
+    std::vector<Seen> seen(kOps);
+    std::vector<int> order;
+    std::mutex orderMutex;
+    std::vector<fwRequest_t> requests(kOps);
+    for (int k = 0; k < kOps; ++k) {
+      for (size_t i = 0; i < n; ++i) in[k][i] = (ctx.rank + 1) * (k + 1);
+      seen[k].order = &order;
+      seen[k].orderMutex = &orderMutex;
+      seen[k].index = k;
+      RANK_CHECK(ctx, fwIallReduce(in[k].data(), out[k].data(), n, fwInt32, fwSum, comm, &requests[k]) == fwSuccess,
+                 "iallreduce");
+      RANK_CHECK(ctx, fwRequestOnComplete(requests[k], record, &seen[k]) == fwSuccess, "notify");
+    }
+    RANK_CHECK(ctx, allRan(seen), "every notification ran within 30 s");
+    for (int k = 0; k < kOps; ++k) {
+      RANK_CHECK(ctx, seen[k].runs.load() == 1, "ran exactly once");
+      RANK_CHECK(ctx, seen[k].result.load() == fwSuccess, "succeeded");
+      RANK_CHECK(ctx, seen[k].thread != std::this_thread::get_id(), "on a Fairway thread");
+      RANK_CHECK(ctx, out[k][n - 1] == 6 * (k + 1), "result in place when told");
+      int done = 0;
+      RANK_CHECK(ctx, fwTest(requests[k], &done) == fwInvalidArgument, "released once told");
+    }
+    RANK_CHECK(ctx, order == std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7}), "in call order");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(CompletionNotification, AWaiterRunsItOnceOnItsOwnThread) {
+  expectAllSucceeded(runRanks(2, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    const int peer = 1 - ctx.rank;
+    const size_t n = 1 << 18;
+    std::vector<float> out(n, static_cast<float>(ctx.rank)), in(n, -1.0f);
+    Seen sendSeen, recvSeen;
+    fwRequest_t send, recv;
+    RANK_CHECK(ctx, fwIrecv(in.data(), n, fwFloat32, peer, comm, &recv) == fwSuccess, "irecv");
+    RANK_CHECK(ctx, fwRequestOnComplete(recv, record, &recvSeen) == fwSuccess, "notify recv");
+    if (ctx.rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 1 waits first
+    RANK_CHECK(ctx, fwIsend(out.data(), n, fwFloat32, peer, comm, &send) == fwSuccess, "isend");
+    RANK_CHECK(ctx, fwRequestOnComplete(send, record, &sendSeen) == fwSuccess, "notify send");
+    const fwResult_t waited = fwWait(recv);
+    // Whoever completed it told exactly once; a fwWait that got there first told on this thread.
+    RANK_CHECK(ctx, waited == fwSuccess || waited == fwInvalidArgument, "wait recv");
+    RANK_CHECK(ctx, recvSeen.runs.load() == 1, "recv told once, by the time its wait returned");
+    if (waited == fwSuccess) RANK_CHECK(ctx, recvSeen.thread == std::this_thread::get_id(), "told on the waiter's thread");
+    RANK_CHECK(ctx, recvSeen.result.load() == fwSuccess, "recv succeeded");
+    bool ok = true;
+    for (size_t i = 0; i < n; ++i) ok = ok && in[i] == static_cast<float>(peer);
+    RANK_CHECK(ctx, ok, "payload");
+    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (sendSeen.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    RANK_CHECK(ctx, sendSeen.runs.load() == 1 && sendSeen.result.load() == fwSuccess, "send told once, untested");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(CompletionNotification, AReceiveFromAnySourceIsMatchedAndToldWithoutATest) {
+  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    if (ctx.rank == 0) {
+      std::vector<int32_t> got(2, -1);
+      std::vector<int> sources(2, -1);
+      std::vector<Seen> seen(2);
+      for (int i = 0; i < 2; ++i) {
+        fwRequest_t r;
+        RANK_CHECK(ctx, fwIrecvTagged(&got[i], 1, fwInt32, FAIRWAY_ANY_SOURCE, 4, &sources[i], comm, &r) == fwSuccess,
+                   "irecv any");
+        RANK_CHECK(ctx, fwRequestOnComplete(r, record, &seen[i]) == fwSuccess, "notify");
+      }
+      RANK_CHECK(ctx, allRan(seen), "both told within 30 s");
+      for (int i = 0; i < 2; ++i) {
+        RANK_CHECK(ctx, seen[i].result.load() == fwSuccess && seen[i].runs.load() == 1, "told once");
+        RANK_CHECK(ctx, (sources[i] == 1 || sources[i] == 2) && got[i] == 100 + sources[i], "sender and payload");
+      }
+      RANK_CHECK(ctx, sources[0] != sources[1], "one from each");
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 * ctx.rank));
+      const int32_t value = 100 + ctx.rank;
+      RANK_CHECK(ctx, fwSendTagged(&value, 1, fwInt32, 0, 4, comm, nullptr) == fwSuccess, "send");
+    }
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+TEST(CompletionNotification, DestroyingTheCommunicatorTellsWhatIsPendingWithTheError) {
+  expectAllSucceeded(runRanks(2, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    int32_t never = 0;
+    Seen seen;
+    fwRequest_t r;
+    // Nobody sends tag 99.
+    RANK_CHECK(ctx, fwIrecvTagged(&never, 1, fwInt32, 1 - ctx.rank, 99, nullptr, comm, &r) == fwSuccess, "irecv");
+    RANK_CHECK(ctx, fwRequestOnComplete(r, record, &seen) == fwSuccess, "notify");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    RANK_CHECK(ctx, seen.runs.load() == 0, "not told while pending");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    RANK_CHECK(ctx, seen.runs.load() == 1, "told by the destroy");
+    RANK_CHECK(ctx, seen.result.load() != fwSuccess, "with an error");
+    RANK_CHECK(ctx, seen.message.find("destroyed") != std::string::npos, "naming why: " + seen.message);
+    return failures;
+  }));
+}
+
+TEST(CompletionNotification, BadRequestsAreRefusedByName) {
+  expectAllSucceeded(runRanks(1, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
+    Seen seen;
+    RANK_CHECK(ctx, fwRequestOnComplete(nullptr, record, &seen) == fwInvalidPointer, "NULL request");
+    int32_t a = 1, b = 0;
+    fwRequest_t r;
+    RANK_CHECK(ctx, fwIallReduce(&a, &b, 1, fwInt32, fwSum, comm, &r) == fwSuccess, "iallreduce");
+    RANK_CHECK(ctx, fwRequestOnComplete(r, nullptr, nullptr) == fwInvalidPointer, "NULL fn");
+    RANK_CHECK(ctx, std::string(fwGetLastErrorMessage()).find("fn is NULL") != std::string::npos, "names fn");
+    RANK_CHECK(ctx, fwWait(r) == fwSuccess && b == 1, "wait");
+    RANK_CHECK(ctx, fwRequestOnComplete(r, record, &seen) == fwInvalidArgument, "released request");
+    RANK_CHECK(ctx, seen.runs.load() == 0, "never told");
+    // A request takes one notification; the first is kept and runs once.
+    fwRequest_t r2;
+    int32_t never = 0;
+    RANK_CHECK(ctx, fwIrecvTagged(&never, 1, fwInt32, 0, 3, nullptr, comm, &r2) == fwSuccess, "irecv");
+    RANK_CHECK(ctx, fwRequestOnComplete(r2, record, &seen) == fwSuccess, "first");
+    RANK_CHECK(ctx, fwRequestOnComplete(r2, record, &seen) == fwInvalidUsage, "second refused");
+    const int32_t value = 5;
+    RANK_CHECK(ctx, fwSendTagged(&value, 1, fwInt32, 0, 3, comm, nullptr) == fwSuccess, "self send");
+    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (seen.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    RANK_CHECK(ctx, seen.runs.load() == 1 && never == 5, "the first told once");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  }));
+}
+
+}  // namespace
+}  // namespace fairway::testing
