@@ -312,6 +312,50 @@ FAIRWAY_API fwResult_t fwIallGatherCompressed(const void* sendbuff, void* recvbu
     size_t sendcount, fwDataType_t datatype, const fwCompression_t* compression, fwComm_t comm,
     fwRequest_t* request);
 
+/* ---- One entry point for every operation ----
+ * An operation described once, posted in whichever form the caller needs:
+ * with a request, the non-blocking form (the fwI* call, host buffers);
+ * without, the blocking form on host buffers (NULL stream) or the
+ * stream-ordered one on device buffers. What a binding (the PyTorch
+ * backend) calls instead of choosing among the calls above; the checks,
+ * errors and results are those calls'. Start from FW_OP_ARGS_INITIALIZER
+ * (it sets `size`, so fields added later keep their defaults); fields an
+ * operation does not use are ignored. List forms: recvbuffs (allgather) or
+ * sendbuffs (reduce-scatter) set. A compression descriptor makes
+ * allreduce, reduce-scatter or allgather compressed. Messages: peer, tag
+ * (0: fwSend/fwRecv's), and a receive's source (may be NULL). */
+typedef enum {
+  fwOpAllReduce = 0, fwOpReduceScatter = 1, fwOpAllGather = 2, fwOpBroadcast = 3, fwOpReduce = 4,
+  fwOpAllToAll = 5, fwOpAllToAllv = 6, fwOpGather = 7, fwOpScatter = 8, fwOpBarrier = 9,
+  fwOpSend = 10, fwOpRecv = 11,
+  fwNumOpTypes
+} fwOpType_t;
+typedef struct {
+  size_t size;                  /* sizeof(fwOpArgs_t), set by the initializer */
+  fwOpType_t type;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;                 /* as the operation's own call names it: count, sendcount, recvcount */
+  fwDataType_t datatype;
+  fwRedOp_t op;
+  int root;
+  const size_t* sendcounts;     /* all-to-all-v: counts and displacements, one per rank */
+  const size_t* sdispls;
+  const size_t* recvcounts;
+  const size_t* rdispls;
+  void* const* recvbuffs;       /* allgather's list form */
+  const void* const* sendbuffs; /* reduce-scatter's list form */
+  const fwCompression_t* compression;
+  int peer;
+  int tag;
+  int* source;
+} fwOpArgs_t;
+#define FW_OP_ARGS_INITIALIZER \
+  {sizeof(fwOpArgs_t), fwOpAllReduce, NULL, NULL, 0, fwFloat32, fwSum, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL}
+/* A request and a stream together are fwInvalidUsage (non-blocking calls
+ * take host buffers, which no stream orders). */
+FAIRWAY_API fwResult_t fwPost(const fwOpArgs_t* args, fwComm_t comm, fwStream_t stream, fwRequest_t* request);
+
 /* *done = 1 and the operation's result once complete (request released);
  * *done = 0 and fwSuccess while it runs. A request is released exactly
  * once: fwTest or fwWait on a released request, or on anything that never
