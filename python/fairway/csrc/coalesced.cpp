@@ -50,10 +50,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce_coalesced(std::vector<a
   }
   const fwRedOp_t op = fwOpOf(opts.reduceOp, tensors[0]);
   at::Tensor flat = flatten(tensors, *scratch_);
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, r)
-             : fwAllReduce(flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat), op, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpAllReduce, flat.data_ptr(), flat.data_ptr(), count(flat), fwTypeOf(flat));
+  call.op = op;
   auto out = tensors;
   Finish finish = copyOutAndRelease(flat, out);
   return launch(c10d::OpType::ALLREDUCE_COALESCED, flat, tensors, call, finish, "allreduce_coalesced",
@@ -85,10 +83,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather_coalesced(
   }
   at::Tensor packed = flatten(inputs, *scratch_);
   at::Tensor gathered = scratch_->take(packed.numel() * getSize(), packed.options());
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, r)
-             : fwAllGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, s);
-  };
+  const fwOpArgs_t call =
+      describe(fwOpAllGather, packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed));
   std::vector<at::Tensor> flatOutputs;
   for (const auto& list : outputLists) flatOutputs.insert(flatOutputs.end(), list.begin(), list.end());
   auto out = flatOutputs;  // rank by rank, input by input: the order of `gathered`
@@ -113,10 +109,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single_coalesced(std::
   // One allgather of the packed inputs; rank r's block holds every input.
   at::Tensor packed = flatten(inputs, *scratch_);
   at::Tensor gathered = scratch_->take(packed.numel() * getSize(), packed.options());
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, r)
-             : fwAllGather(packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed), comm_, s);
-  };
+  const fwOpArgs_t call =
+      describe(fwOpAllGather, packed.data_ptr(), gathered.data_ptr(), count(packed), fwTypeOf(packed));
   const int n = getSize();
   auto out = outputs;
   std::vector<int64_t> sizes;
@@ -144,10 +138,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduceCompressed(at::Tensor& t
   const fwCompression_t c = compressionOf(kind, blockSize, residual, tensor, "all_reduce_compressed");
   const fwRedOp_t op = average ? fwAvg : fwSum;
   const at::Tensor& t = tensor;
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallReduceCompressed(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, &c, comm_, r)
-             : fwAllReduceCompressed(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, &c, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpAllReduce, t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t));
+  call.op = op;
+  call.compression = &c;
   return launch(c10d::OpType::ALLREDUCE, t, std::vector<at::Tensor>{t}, call, [residual]() {} /* alive until done */,
                 "all_reduce_compressed", asyncOp);
 }
@@ -164,12 +157,10 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduceScatterCompressed(at::Tenso
                     " elements, not ", getSize(), " x ", output.numel());
   const fwCompression_t c = compressionOf(kind, blockSize, residual, input, what);
   const fwRedOp_t op = average ? fwAvg : fwSum;
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIreduceScatterCompressed(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, &c,
-                                          comm_, r)
-             : fwReduceScatterCompressed(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, &c,
-                                         comm_, s);
-  };
+  fwOpArgs_t call =
+      describe(fwOpReduceScatter, input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input));
+  call.op = op;
+  call.compression = &c;
   return launch(c10d::OpType::_REDUCE_SCATTER_BASE, input, std::vector<at::Tensor>{output}, call,
                 [input, residual]() {} /* alive until done */, what, asyncOp);
 }
@@ -197,10 +188,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter_single_coalesced(
   at::Tensor packed = flatten(pieces, *scratch_);
   at::Tensor reduced = scratch_->take(block, packed.options());
   const fwRedOp_t op = fwOpOf(opts.reduceOp, packed);
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIreduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, r)
-             : fwReduceScatter(packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed), op, comm_, s);
-  };
+  fwOpArgs_t call =
+      describe(fwOpReduceScatter, packed.data_ptr(), reduced.data_ptr(), count(reduced), fwTypeOf(packed));
+  call.op = op;
   auto out = outputs;
   Finish finish = copyOutAndRelease(reduced, out, {packed});
   return launch(c10d::OpType::COALESCED, packed, outputs, call, finish, "reduce_scatter_tensor_coalesced",

@@ -23,10 +23,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::broadcast(std::vector<at::Tensor>
   const at::Tensor& t = single(tensors, "broadcast");
   checkRoot(opts.rootRank, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIbroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, r)
-             : fwBroadcast(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), root, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpBroadcast, t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t));
+  call.root = root;
   return launch(c10d::OpType::BROADCAST, t, tensors, call, nullptr, "broadcast", opts.asyncOp);
 }
 
@@ -35,10 +33,8 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduce(std::vector<at::Tensor>
   if (tensors.size() == 1 && tensors[0].layout() == at::kSparse) return allreduceSparse(tensors[0], opts);
   const at::Tensor& t = single(tensors, "allreduce");
   const fwRedOp_t op = fwOpOf(opts.reduceOp, t);
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, r)
-             : fwAllReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpAllReduce, t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t));
+  call.op = op;
   return launch(c10d::OpType::ALLREDUCE, t, tensors, call, nullptr, "allreduce", opts.asyncOp);
 }
 
@@ -49,10 +45,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce(std::vector<at::Tensor>& t
   const fwRedOp_t op = fwOpOf(opts.reduceOp, t);
   const int root = static_cast<int>(opts.rootRank);
   // torch's reduce is in place on every rank; only the root's result is defined.
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIreduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, r)
-             : fwReduce(t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t), op, root, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpReduce, t.data_ptr(), t.data_ptr(), count(t), fwTypeOf(t));
+  call.op = op;
+  call.root = root;
   return launch(c10d::OpType::REDUCE, t, tensors, call, nullptr, "reduce", opts.asyncOp);
 }
 
@@ -63,10 +58,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::all_gather_single(at::Tensor& out
   checkSame(input, output, "all_gather_into_tensor");
   TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(), "fairway: all_gather_into_tensor: output has ",
                     output.numel(), " elements, not ", getSize(), " x ", input.numel());
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, r)
-             : fwAllGather(input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input), comm_, s);
-  };
+  const fwOpArgs_t call = describe(fwOpAllGather, input.data_ptr(), output.data_ptr(), count(input), fwTypeOf(input));
   return launch(c10d::OpType::_ALLGATHER_BASE, input, std::vector<at::Tensor>{output}, call,
                         [input]() {} /* alive until done */, "all_gather_into_tensor", opts.asyncOp);
 }
@@ -93,18 +85,13 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allgather(std::vector<std::vector
       targets.push_back(writable(o, &copyOut));
       blocks.push_back(targets.back().data_ptr());
     }
-    Call call = [&](fwStream_t s, fwRequest_t* r) {
-      return r ? fwIallGatherList(input.data_ptr(), blocks.data(), count(input), fwTypeOf(input), comm_, r)
-               : fwAllGatherList(input.data_ptr(), blocks.data(), count(input), fwTypeOf(input), comm_, s);
-    };
+    fwOpArgs_t call = describe(fwOpAllGather, input.data_ptr(), nullptr, count(input), fwTypeOf(input));
+    call.recvbuffs = blocks.data();
     Finish finish = [input, targets, copyOut]() { copyOutAll(copyOut); };  // the tensors alive until done
     return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
   }
   at::Tensor flat = scratch_->take(static_cast<int64_t>(in.numel()) * getSize(), in.options());
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, r)
-             : fwAllGather(input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input), comm_, s);
-  };
+  const fwOpArgs_t call = describe(fwOpAllGather, input.data_ptr(), flat.data_ptr(), count(input), fwTypeOf(input));
   auto out = outputs[0];
   Finish finish = [input, copyOut = copyOutAndRelease(flat, out)]() { copyOut(); };  // input alive until done
   return launch(c10d::OpType::ALLGATHER, in, outputs[0], call, finish, "all_gather", opts.asyncOp);
@@ -145,11 +132,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::gather(std::vector<std::vector<at
   }
   at::Tensor flat = isRoot ? scratch_->take(in.numel() * getSize(), in.options()) : at::Tensor();
   at::Tensor input = in;
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    void* recv = isRoot ? flat.data_ptr() : nullptr;
-    return r ? fwIgather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, r)
-             : fwGather(input.data_ptr(), recv, count(input), fwTypeOf(input), root, comm_, s);
-  };
+  fwOpArgs_t call =
+      describe(fwOpGather, input.data_ptr(), isRoot ? flat.data_ptr() : nullptr, count(input), fwTypeOf(input));
+  call.root = root;
   Finish finish = [input]() {};  // alive until done
   if (isRoot) {
     finish = [input, copyOut = copyOutAndRelease(flat, outList)]() { copyOut(); };
@@ -191,11 +176,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::scatter(std::vector<at::Tensor>& 
   }
   at::Tensor flat = isRoot ? flatten(inputs[0], *scratch_) : at::Tensor();
   at::Tensor output = out;
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    const void* send = isRoot ? flat.data_ptr() : nullptr;
-    return r ? fwIscatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, r)
-             : fwScatter(send, output.data_ptr(), count(output), fwTypeOf(output), root, comm_, s);
-  };
+  fwOpArgs_t call =
+      describe(fwOpScatter, isRoot ? flat.data_ptr() : nullptr, output.data_ptr(), count(output), fwTypeOf(output));
+  call.root = root;
   Finish keep = [flat, scratch = scratch_]() { scratch->give(flat); };  // alive until the scatter is done
   return launch(c10d::OpType::SCATTER, output, outputs, call, keep, "scatter", opts.asyncOp);
 }
@@ -214,10 +197,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduceScatterFlat(at::Tensor& out
                                                                  const c10d::ReduceScatterOptions& opts,
                                                                  Finish after, const char* what) {
   const fwRedOp_t op = fwOpOf(opts.reduceOp, input);
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIreduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, r)
-             : fwReduceScatter(input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input), op, comm_, s);
-  };
+  fwOpArgs_t call =
+      describe(fwOpReduceScatter, input.data_ptr(), output.data_ptr(), count(output), fwTypeOf(input));
+  call.op = op;
   // The input lives until the call is done.
   Finish finish = [input, after]() {
     if (after) after();
@@ -248,10 +230,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reduce_scatter(std::vector<at::Te
       blocks.push_back(sources.back().data_ptr());
     }
     const fwRedOp_t op = fwOpOf(opts.reduceOp, output);
-    Call call = [&](fwStream_t s, fwRequest_t* r) {
-      return r ? fwIreduceScatterList(blocks.data(), output.data_ptr(), count(output), fwTypeOf(output), op, comm_, r)
-               : fwReduceScatterList(blocks.data(), output.data_ptr(), count(output), fwTypeOf(output), op, comm_, s);
-    };
+    fwOpArgs_t call = describe(fwOpReduceScatter, nullptr, output.data_ptr(), count(output), fwTypeOf(output));
+    call.op = op;
+    call.sendbuffs = blocks.data();
     return launch(c10d::OpType::REDUCE_SCATTER, output, outputs, call, [sources]() {} /* alive until done */,
                   "reduce_scatter", opts.asyncOp, inputs[0]);
   }

@@ -62,12 +62,11 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allToAllv(c10d::OpType type, cons
   auto send = std::make_shared<std::pair<std::vector<size_t>, std::vector<size_t>>>(counts(input, inputSplits, "input"));
   auto recv =
       std::make_shared<std::pair<std::vector<size_t>, std::vector<size_t>>>(counts(output, outputSplits, "output"));
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIallToAllv(input.data_ptr(), send->first.data(), send->second.data(), output.data_ptr(),
-                            recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, r)
-             : fwAllToAllv(input.data_ptr(), send->first.data(), send->second.data(), output.data_ptr(),
-                           recv->first.data(), recv->second.data(), fwTypeOf(input), comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpAllToAllv, input.data_ptr(), output.data_ptr(), 0, fwTypeOf(input));
+  call.sendcounts = send->first.data();
+  call.sdispls = send->second.data();
+  call.recvcounts = recv->first.data();
+  call.rdispls = recv->second.data();
   // The input and the counts live until the call is done.
   Finish finish = [input, send, recv, after]() {
     if (after) after();
@@ -119,10 +118,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::send(std::vector<at::Tensor>& ten
   TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < getSize(), "fairway: send to rank ", dstRank,
                     ", not a rank of this group of ", getSize());
   checkTag(tag, "send");
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIsendTagged(t.data_ptr(), count(t), fwTypeOf(t), dstRank, tag, comm_, r)
-             : fwSendTagged(t.data_ptr(), count(t), fwTypeOf(t), dstRank, s ? 0 : tag, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpSend, t.data_ptr(), nullptr, count(t), fwTypeOf(t));
+  call.peer = dstRank;
+  call.tag = t.is_cuda() ? 0 : tag;
   return launch(c10d::OpType::SEND, t, tensors, call, nullptr, "send", true);
 }
 
@@ -131,10 +129,9 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recv(std::vector<at::Tensor>& ten
   TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < getSize(), "fairway: recv from rank ", srcRank,
                     ", not a rank of this group of ", getSize());
   checkTag(tag, "recv");
-  Call call = [&](fwStream_t s, fwRequest_t* r) {
-    return r ? fwIrecvTagged(t.data_ptr(), count(t), fwTypeOf(t), srcRank, tag, nullptr, comm_, r)
-             : fwRecvTagged(t.data_ptr(), count(t), fwTypeOf(t), srcRank, s ? 0 : tag, nullptr, comm_, s);
-  };
+  fwOpArgs_t call = describe(fwOpRecv, nullptr, t.data_ptr(), count(t), fwTypeOf(t));
+  call.peer = srcRank;
+  call.tag = t.is_cuda() ? 0 : tag;
   return launch(c10d::OpType::RECV, t, tensors, call, nullptr, "recv", true);
 }
 
@@ -145,9 +142,10 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::recvAnysource(std::vector<at::Ten
   checkTag(tag, "recv");
   // Written by Fairway when the receive completes, before the Work does.
   auto source = std::make_shared<int>(-1);
-  Call call = [&](fwStream_t, fwRequest_t* r) {
-    return fwIrecvTagged(t.data_ptr(), count(t), fwTypeOf(t), FAIRWAY_ANY_SOURCE, tag, source.get(), comm_, r);
-  };
+  fwOpArgs_t call = describe(fwOpRecv, nullptr, t.data_ptr(), count(t), fwTypeOf(t));
+  call.peer = FAIRWAY_ANY_SOURCE;
+  call.tag = tag;
+  call.source = source.get();
   auto work = launch(c10d::OpType::RECVANYSOURCE, t, tensors, call, nullptr, "recv", true);
   static_cast<FairwayWork*>(work.get())->reportSource(std::move(source));
   return work;
@@ -160,8 +158,7 @@ void FairwayBackend::checkTag(int tag, const char* what) const {
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {
   ++collectives_;
-  return runHost(c10d::OpType::BARRIER, {}, {},
-                 [&](fwRequest_t* r) { return r ? fwIbarrier(comm_, r) : fwBarrier(comm_, nullptr); }, nullptr,
+  return runHost(c10d::OpType::BARRIER, {}, {}, describe(fwOpBarrier, nullptr, nullptr, 0, fwUint8), nullptr,
                  "barrier", opts.asyncOp);
 }
 
@@ -177,9 +174,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduceSparse(at::Tensor& tenso
   auto gather = [this](const at::Tensor& in, const char* what) {
     at::Tensor out = at::empty({getSize() * in.numel()}, in.options());
     at::Tensor input = in;
-    Call call = [&](fwStream_t s, fwRequest_t*) {
-      return fwAllGather(input.data_ptr(), out.data_ptr(), count(input), fwTypeOf(input), comm_, s);
-    };
+    const fwOpArgs_t call = describe(fwOpAllGather, input.data_ptr(), out.data_ptr(), count(input), fwTypeOf(input));
     launch(c10d::OpType::_ALLGATHER_BASE, input, {out}, call, nullptr, what, false)->wait();
     return out;
   };

@@ -116,8 +116,7 @@ void FairwayBackend::shutdown() {
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
-                                                       std::vector<at::Tensor> outputs,
-                                                       const std::function<fwResult_t(fwRequest_t*)>& start,
+                                                       std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                        Finish finish, const char* what, bool asyncOp) {
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
   auto work = makeWork(type, inputs, outputs);
@@ -125,7 +124,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
     fwResult_t result;
     {
       std::lock_guard<std::mutex> lock(callMutex_);
-      result = start(nullptr);  // the blocking form; Fairway orders it after the calls in flight
+      result = fwPost(&call, comm_, nullptr, nullptr);  // blocking; Fairway orders it after the calls in flight
       if (result == fwSuccess && coalescing_) coalesced_.push_back(work);
     }
     if (result != fwSuccess) throwFairwayError(result, what);
@@ -136,14 +135,10 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
   fwRequest_t request = nullptr;
   {
     std::lock_guard<std::mutex> lock(callMutex_);
-    const fwResult_t posted = start(&request);
+    const fwResult_t posted = fwPost(&call, comm_, nullptr, &request);
     if (posted != fwSuccess) throwFairwayError(posted, what);
     if (coalescing_) coalesced_.push_back(work);
-    if (c10d::isP2POp(type)) {
-      completions_.addAnyOrder({request}, work, std::move(finish), what);
-    } else {
-      completions_.addInOrder(request, work, std::move(finish), what);
-    }
+    completions_.add({request}, work, std::move(finish), what);
   }
   return work;
 }
@@ -183,7 +178,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
     if (posted != fwSuccess) requests.pop_back();  // the failed call made no request
     if (coalescing_) coalesced_.push_back(work);
     if (posted == fwSuccess && asyncOp) {
-      completions_.addAnyOrder(std::move(requests), work, std::move(finish), what);
+      completions_.add(std::move(requests), work, std::move(finish), what);
       return work;
     }
   }
@@ -202,8 +197,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, const at::Device& device,
                                                          const std::vector<at::Tensor>& inputs,
-                                                         std::vector<at::Tensor> outputs,
-                                                         const std::function<fwResult_t(fwStream_t)>& enqueue,
+                                                         std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                          const char* what) {
 #ifdef FAIRWAY_TORCH_CUDA
   TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
@@ -214,7 +208,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(device.index()).stream();
   {
     std::lock_guard<std::mutex> lock(callMutex_);
-    const fwResult_t enqueued = enqueue(stream);
+    const fwResult_t enqueued = fwPost(&call, comm_, stream, nullptr);
     if (enqueued != fwSuccess) throwFairwayError(enqueued, what);
   }
   auto work = makeWork(type, inputs, outputs, device);
@@ -226,32 +220,28 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
   }
   return work;
 #else
-  (void)type; (void)inputs; (void)outputs; (void)enqueue;
+  (void)type; (void)inputs; (void)outputs; (void)call;
   TORCH_CHECK(false, "fairway: ", what, " on ", device,
               ": this build of the fairway extension has no CUDA support (torch without CUDA at build time)");
 #endif
 }
 
-// Each operation below validates, then calls `launch` with one lambda that
-// makes the Fairway call: with a request for host tensors (none: the
-// blocking form), with the current stream for CUDA tensors.
-// CUDA tensors: enqueued on the current stream, and `finish` (copies out
-// of temporaries) enqueued right after it there. Host tensors: runHost.
+// Each operation validates, describes its Fairway call once, and calls
+// `launch`. CUDA tensors: enqueued on the current stream, and `finish`
+// (copies out of temporaries) enqueued right after it there. Host
+// tensors: runHost.
 c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const at::Tensor& anyTensor,
-                                                      std::vector<at::Tensor> outputs, const Call& call,
+                                                      std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                       Finish finish, const char* what, bool asyncOp,
                                                       const std::vector<at::Tensor>& inputs) {
   if (!c10d::isP2POp(type)) ++collectives_;
   const std::vector<at::Tensor> recorded = inputs.empty() ? std::vector<at::Tensor>{anyTensor} : inputs;
   if (anyTensor.is_cuda()) {
-    auto work = runDevice(type, anyTensor.device(), recorded, std::move(outputs),
-                          [&](fwStream_t s) { return call(s, nullptr); }, what);
+    auto work = runDevice(type, anyTensor.device(), recorded, std::move(outputs), call, what);
     if (finish) finish();
     return work;
   }
-  return runHost(type, recorded, std::move(outputs), [&](fwRequest_t* r) { return call(nullptr, r); },
-                 std::move(finish),
-                 what, asyncOp);
+  return runHost(type, recorded, std::move(outputs), call, std::move(finish), what, asyncOp);
 }
 
 c10::intrusive_ptr<FairwayWork> FairwayBackend::makeWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,

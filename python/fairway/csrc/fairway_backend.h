@@ -1,8 +1,8 @@
 // Fairway as a torch.distributed backend: a c10d::Backend over one Fairway
-// communicator. Host tensors go through the non-blocking calls (fwI*) and
-// the completion threads that finish their Works (completions.h); CUDA tensors go
-// through the stream-ordered device calls on the current stream, as
-// ProcessGroupNCCL orders them.
+// communicator. Each operation is described once (fwOpArgs_t) and posted
+// with fwPost: host tensors non-blocking, their Works completed when Fairway
+// tells (completions.h), or blocking on the calling thread; CUDA tensors
+// stream-ordered on the current stream, as ProcessGroupNCCL orders them.
 #pragma once
 
 #include <fairway/fairway.h>
@@ -139,21 +139,17 @@ class FairwayBackend : public c10d::Backend {
   void shutdown() override;
   fwComm_t comm() const { return comm_; }
 
-  // What runs on a completion thread once a host call's data is in place.
+  // What runs once a host call's data is in place, before its Work completes.
   using Finish = Completions::Finish;
-  // One Fairway call: with a request (host, non-blocking), with neither
-  // (host, blocking), or with a stream (CUDA).
-  using Call = std::function<fwResult_t(fwStream_t stream, fwRequest_t* request)>;
 
  private:
-  // A host call: `start` posts it (returns its request); the Work completes
-  // when Fairway says so, after `finish` (copies out of temporaries) ran.
-  // A blocking call (torch's async_op=False) runs on the calling thread
-  // instead, start(nullptr) being the blocking form: no hand-off to the
-  // completion thread and back, which costs two context switches a call.
+  // A host call: posted with a request, its Work completing when Fairway
+  // tells (fwRequestOnComplete), after `finish` (copies out of
+  // temporaries) ran. A blocking call (torch's async_op=False) is posted
+  // in the blocking form on the calling thread instead: no hand-off to
+  // Fairway's worker and back, which costs two context switches a call.
   c10::intrusive_ptr<c10d::Work> runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
-                                         std::vector<at::Tensor> outputs,
-                                         const std::function<fwResult_t(fwRequest_t*)>& start, Finish finish,
+                                         std::vector<at::Tensor> outputs, const fwOpArgs_t& call, Finish finish,
                                          const char* what, bool asyncOp);
   // The CPU list forms of all_to_all, gather and scatter move each tensor
   // straight from its sender to its receiver as one message, with nothing
@@ -171,15 +167,17 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> runExchange(c10d::OpType type, const char* what, const Exchange& exchange,
                                              const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                                              bool asyncOp);
-  // A device call: `enqueue` enqueues it on the stream given; returns a Work
+  // A device call: enqueued on the device's current stream; returns a Work
   // whose future completes on that stream.
   c10::intrusive_ptr<c10d::Work> runDevice(c10d::OpType type, const at::Device& device,
                                            const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-                                           const std::function<fwResult_t(fwStream_t)>& enqueue, const char* what);
+                                           const fwOpArgs_t& call, const char* what);
+  // Every operation's one path: `call` describes it once (fwPost's
+  // description) and runs on the device (CUDA tensors) or the host.
   // `inputs`: what the profiler records as the call's inputs when they are
   // not just `anyTensor` (the caller's tensors of a coalesced call).
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const at::Tensor& anyTensor,
-                                        std::vector<at::Tensor> outputs, const Call& call, Finish finish,
+                                        std::vector<at::Tensor> outputs, const fwOpArgs_t& call, Finish finish,
                                         const char* what, bool asyncOp,
                                         const std::vector<at::Tensor>& inputs = {});
   // all_to_all_single's call on flat buffers, with `after` run once the data

@@ -144,11 +144,16 @@ const char* operationName(c10d::OpType type) {
 }
 
 void throwFairwayError(fwResult_t result, const std::string& what) {
+  throwFairwayError(result, what, lastMessage(result));
+}
+
+void throwFairwayError(fwResult_t result, const std::string& what, const std::string& message) {
   // torch and its users recognise a timeout by the words " Timed out "
   // (torch's suite matches " (Timed out|closed|timeout) ").
   const char* kind = result == fwTimeout ? " Timed out waiting for its peers: " : " ";
-  TORCH_CHECK_WITH(DistBackendError, false, "fairway: ", what, " failed:", kind, lastMessage(result), " (",
-                   fwGetErrorString(result), ")");
+  TORCH_CHECK_WITH(DistBackendError, false, "fairway: ", what, " failed:", kind,
+                   message.empty() ? std::string(fwGetErrorString(result)) : message, " (", fwGetErrorString(result),
+                   ")");
 }
 
 }  // namespace fairway_torch

@@ -77,5 +77,20 @@ const char* operationName(c10d::OpType type);
 // Raises torch's DistBackendError (a RuntimeError in Python) with
 // Fairway's own message, which names the failed rank where there is one.
 [[noreturn]] void throwFairwayError(fwResult_t result, const std::string& what);
+// The same with the message Fairway gave (fwGetLastErrorMessage where the
+// failure was seen, which may be another thread).
+[[noreturn]] void throwFairwayError(fwResult_t result, const std::string& what, const std::string& message);
+
+// One Fairway operation on these buffers, as fwPost takes it; the caller
+// sets what else its type takes (op, root, lists, compression, peer, tag).
+inline fwOpArgs_t describe(fwOpType_t type, const void* send, void* recv, size_t count, fwDataType_t datatype) {
+  fwOpArgs_t a = FW_OP_ARGS_INITIALIZER;
+  a.type = type;
+  a.sendbuff = send;
+  a.recvbuff = recv;
+  a.count = count;
+  a.datatype = datatype;
+  return a;
+}
 
 }  // namespace fairway_torch

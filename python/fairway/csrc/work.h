@@ -14,8 +14,8 @@
 
 namespace fairway_torch {
 
-// One operation's completion: set once, by a completion thread (host
-// tensors) or at once after enqueueing (CUDA tensors). Under torch's
+// One operation's completion: set once, when Fairway tells (host tensors:
+// completions.h) or at once after enqueueing (CUDA tensors). Under torch's
 // profiler it is an event from the call to its completion, named after the
 // backend and the operation ("fairway:all_reduce") with its inputs' shapes.
 // `title` must outlive the profiler's use of it (FairwayBackend::title).
@@ -33,7 +33,7 @@ class FairwayWork : public c10d::Work {
 
   void finish(std::exception_ptr error);
   // How a caller's wait() (with no timeout of its own) finishes this Work
-  // on its own thread, instead of waiting for the completion threads.
+  // on its own thread (waiting in Fairway), instead of waiting to be told.
   void finishOnWait(std::function<void()> finishHere);
   // A receive from any source: where Fairway writes the sender's rank,
   // which sourceRank() reads once the Work has completed.
