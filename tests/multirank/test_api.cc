@@ -14,38 +14,15 @@
 #include <thread>
 #include <vector>
 
-#include "tests/multirank/rank_harness.h"
+#include "tests/multirank/api_test_helpers.h"
 
 namespace fairway::testing {
 namespace {
-
-void expectAllSucceeded(const std::vector<RankOutcome>& outcomes) {
-  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
-}
 
 // The tests below run on one node, and again with even and odd ranks posing
 // as two nodes (interleaved), so half their traffic crosses UCX's network
 // transports.
 class OnNodeLayouts : public ::testing::TestWithParam<bool> {};
-
-void poseAsNodes(const RankContext& ctx, bool split) {
-  if (split) setenv("FAIRWAY_NODE_ID", ctx.rank % 2 ? "odd" : "even", 1);
-}
-
-// Runs body(ctx, comm) on nranks ranks posing as the layout's nodes, with
-// a communicator made before and destroyed after; body returns its failures.
-void runWithComm(int nranks, bool split, const std::function<int(const RankContext&, fwComm_t)>& body) {
-  expectAllSucceeded(runRanks(nranks, [&](const RankContext& ctx) {
-    int failures = 0;
-    poseAsNodes(ctx, split);
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
-    if (failures) return failures;
-    failures += body(ctx, comm);
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
-    return failures;
-  }));
-}
 
 // Completes request by fwTest alone, giving up after 30 s.
 int testUntilDone(const RankContext& ctx, fwRequest_t request, const std::string& what) {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/multirank/rank_harness.h"
+#include "tests/multirank/api_test_helpers.h"
 
 namespace fairway::testing {
 namespace {
@@ -40,27 +40,25 @@ void record(fwResult_t result, void* arg) {
   seen->runs.fetch_add(1);
 }
 
-// Waits (at most 30 s) for every notification to have run.
-bool allRan(const std::vector<Seen>& seen) {
+// Waits (at most 30 s) for a notification to have run.
+bool ranWithin30s(const Seen& seen) {
   const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return seen.runs.load() > 0;
+}
+
+bool allRan(const std::vector<Seen>& seen) {
   for (const Seen& s : seen) {
-    while (s.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (s.runs.load() == 0) return false;
+    if (!ranWithin30s(s)) return false;
   }
   return true;
 }
 
-void expectAllSucceeded(const std::vector<RankOutcome>& outcomes) {
-  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
-}
-
 TEST(CompletionNotification, CollectivesAreToldInCallOrderWithoutAnyoneWaiting) {
-  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+  runWithComm(3, false, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     const int kOps = 8;
     const size_t n = 50000;
     std::vector<std::vector<int32_t>> in(kOps, std::vector<int32_t>(n)), out(kOps, std::vector<int32_t>(n));
@@ -87,16 +85,13 @@ TEST(CompletionNotification, CollectivesAreToldInCallOrderWithoutAnyoneWaiting) 
       RANK_CHECK(ctx, fwTest(requests[k], &done) == fwInvalidArgument, "released once told");
     }
     RANK_CHECK(ctx, order == std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7}), "in call order");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }));
+  });
 }
 
 TEST(CompletionNotification, AWaiterRunsItOnceOnItsOwnThread) {
-  expectAllSucceeded(runRanks(2, [](const RankContext& ctx) {
+  runWithComm(2, false, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     const int peer = 1 - ctx.rank;
     const size_t n = 1 << 18;
     std::vector<float> out(n, static_cast<float>(ctx.rank)), in(n, -1.0f);
@@ -116,21 +111,15 @@ TEST(CompletionNotification, AWaiterRunsItOnceOnItsOwnThread) {
     bool ok = true;
     for (size_t i = 0; i < n; ++i) ok = ok && in[i] == static_cast<float>(peer);
     RANK_CHECK(ctx, ok, "payload");
-    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (sendSeen.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    RANK_CHECK(ctx, sendSeen.runs.load() == 1 && sendSeen.result.load() == fwSuccess, "send told once, untested");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    RANK_CHECK(ctx, ranWithin30s(sendSeen) && sendSeen.runs.load() == 1 && sendSeen.result.load() == fwSuccess,
+               "send told once, untested");
     return failures;
-  }));
+  });
 }
 
 TEST(CompletionNotification, AReceiveFromAnySourceIsMatchedAndToldWithoutATest) {
-  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+  runWithComm(3, false, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     if (ctx.rank == 0) {
       std::vector<int32_t> got(2, -1);
       std::vector<int> sources(2, -1);
@@ -152,9 +141,8 @@ TEST(CompletionNotification, AReceiveFromAnySourceIsMatchedAndToldWithoutATest) 
       const int32_t value = 100 + ctx.rank;
       RANK_CHECK(ctx, fwSendTagged(&value, 1, fwInt32, 0, 4, comm, nullptr) == fwSuccess, "send");
     }
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }));
+  });
 }
 
 TEST(CompletionNotification, DestroyingTheCommunicatorTellsWhatIsPendingWithTheError) {
@@ -179,10 +167,8 @@ TEST(CompletionNotification, DestroyingTheCommunicatorTellsWhatIsPendingWithTheE
 }
 
 TEST(CompletionNotification, BadRequestsAreRefusedByName) {
-  expectAllSucceeded(runRanks(1, [](const RankContext& ctx) {
+  runWithComm(1, false, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     Seen seen;
     RANK_CHECK(ctx, fwRequestOnComplete(nullptr, record, &seen) == fwInvalidPointer, "NULL request");
     int32_t a = 1, b = 0;
@@ -201,14 +187,9 @@ TEST(CompletionNotification, BadRequestsAreRefusedByName) {
     RANK_CHECK(ctx, fwRequestOnComplete(r2, record, &seen) == fwInvalidUsage, "second refused");
     const int32_t value = 5;
     RANK_CHECK(ctx, fwSendTagged(&value, 1, fwInt32, 0, 3, comm, nullptr) == fwSuccess, "self send");
-    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (seen.runs.load() == 0 && std::chrono::steady_clock::now() < giveUp) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    RANK_CHECK(ctx, seen.runs.load() == 1 && never == 5, "the first told once");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    RANK_CHECK(ctx, ranWithin30s(seen) && seen.runs.load() == 1 && never == 5, "the first told once");
     return failures;
-  }));
+  });
 }
 
 }  // namespace

@@ -8,14 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/multirank/rank_harness.h"
+#include "tests/multirank/api_test_helpers.h"
 
 namespace fairway::testing {
 namespace {
-
-void expectAllSucceeded(const std::vector<RankOutcome>& outcomes) {
-  for (size_t r = 0; r < outcomes.size(); ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
-}
 
 // Posts args blocking, then non-blocking (and waits).
 fwResult_t postBoth(const fwOpArgs_t& args, fwComm_t comm, int* failures) {
@@ -28,10 +24,8 @@ fwResult_t postBoth(const fwOpArgs_t& args, fwComm_t comm, int* failures) {
 }
 
 TEST(Post, EveryOperationBlockingAndNot) {
-  expectAllSucceeded(runRanks(3, [](const RankContext& ctx) {
+  runWithComm(3, false, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     const int n = ctx.nranks, me = ctx.rank;
     const size_t k = 1000;
     std::vector<int32_t> in(k * n), out(k * n);
@@ -117,16 +111,13 @@ TEST(Post, EveryOperationBlockingAndNot) {
     c.count = k;
     c.compression = &half;
     RANK_CHECK(ctx, fwPost(&c, comm, nullptr, nullptr) == fwSuccess && f[0] == 4.5f, "compressed");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }));
+  });
 }
 
 TEST(Post, DescriptionsNoCallTakesAreRefusedByName) {
-  expectAllSucceeded(runRanks(1, [](const RankContext& ctx) {
+  runWithComm(1, false, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
-    fwComm_t comm;
-    RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");
     auto says = [](const char* words) { return std::string(fwGetLastErrorMessage()).find(words) != std::string::npos; };
     int32_t x = 1, y = 0;
     fwOpArgs_t a = FW_OP_ARGS_INITIALIZER;
@@ -164,9 +155,8 @@ TEST(Post, DescriptionsNoCallTakesAreRefusedByName) {
     RANK_CHECK(ctx, fwPost(&noBuffer, comm, nullptr, nullptr) == fwInvalidPointer && says("allreduce"),
                "the call's own check");
     RANK_CHECK(ctx, fwPost(&a, comm, nullptr, nullptr) == fwSuccess && y == 1, "a good one still runs");
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }));
+  });
 }
 
 }  // namespace
