@@ -3,6 +3,7 @@
 // buffers or stream-ordered on device buffers. The one place that maps a
 // description to its C call, so bindings describe each operation once.
 #include <cstddef>
+#include <cstring>
 #include <string>
 
 #include "api/handles.h"
@@ -101,8 +102,13 @@ fwResult_t fwPost(const fwOpArgs_t* args, fwComm_t comm, fwStream_t stream, fwRe
     return reportToCaller(Status(fwInvalidArgument, "fwPost: args->size is " + std::to_string(args->size) +
                                                         " (start from FW_OP_ARGS_INITIALIZER)"));
   }
-  if (static_cast<int>(args->type) < 0 || args->type >= fwNumOpTypes) {
-    return reportToCaller(Status(fwInvalidArgument, "fwPost: args->type " + std::to_string(args->type) +
+  // Read as the integer a C caller may have put there: an out-of-range
+  // value is never loaded as the enum.
+  int type = 0;
+  static_assert(sizeof(type) == sizeof(args->type), "fwOpType_t is an int");
+  std::memcpy(&type, &args->type, sizeof(type));
+  if (type < 0 || type >= fwNumOpTypes) {
+    return reportToCaller(Status(fwInvalidArgument, "fwPost: args->type " + std::to_string(type) +
                                                         " is not an operation (fwOpAllReduce to fwOpRecv)"));
   }
   const Status shape = checkShape(*args, stream, request);
