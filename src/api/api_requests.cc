@@ -210,8 +210,12 @@ fwResult_t fwRequestOnComplete(fwRequest_t request, fwCompletionFn_t fn, void* a
     return fwSuccess;
   }
   if (state->operation) {
+    // The worker never waits for the claim: whoever holds it (a fwWait or
+    // fwTest) sees the operation done, completes the request and tells, and
+    // the worker goes straight on to the next collective.
     state->operation->whenDone([state](const Status& result) {
-      finishFromFairway(*state, result, std::unique_lock<std::mutex>(state->claim));
+      std::unique_lock<std::mutex> claim(state->claim, std::try_to_lock);
+      if (claim.owns_lock()) finishFromFairway(*state, result, std::move(claim));
     });
   } else {
     impl->messenger().watch(std::make_shared<RequestWatch>(*impl, state));
