@@ -19,23 +19,19 @@ static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == fwNumOpTypes, "a name pe
 
 // What the description asks that no call of its type takes.
 Status checkShape(const fwOpArgs_t& a, fwStream_t stream, fwRequest_t* request) {
-  const std::string name = kOpNames[a.type];
+  // The message is built only for a refusal: every call passes here.
+  auto refuse = [&](const char* why) { return Status(fwInvalidUsage, std::string(kOpNames[a.type]) + ": " + why); };
   if (request != nullptr && stream != nullptr) {
-    return Status(fwInvalidUsage, name + ": a request and a stream together (non-blocking calls take host "
-                                         "buffers, which no stream orders)");
+    return refuse("a request and a stream together (non-blocking calls take host buffers, which no stream orders)");
   }
   const bool list = a.recvbuffs != nullptr || a.sendbuffs != nullptr;
-  if (a.recvbuffs != nullptr && a.type != fwOpAllGather) {
-    return Status(fwInvalidUsage, name + ": recvbuffs is allgather's list form");
-  }
-  if (a.sendbuffs != nullptr && a.type != fwOpReduceScatter) {
-    return Status(fwInvalidUsage, name + ": sendbuffs is reduce-scatter's list form");
-  }
+  if (a.recvbuffs != nullptr && a.type != fwOpAllGather) return refuse("recvbuffs is allgather's list form");
+  if (a.sendbuffs != nullptr && a.type != fwOpReduceScatter) return refuse("sendbuffs is reduce-scatter's list form");
   if (a.compression != nullptr) {
     if (a.type != fwOpAllReduce && a.type != fwOpReduceScatter && a.type != fwOpAllGather) {
-      return Status(fwInvalidUsage, name + ": compression applies to allreduce, reduce-scatter and allgather");
+      return refuse("compression applies to allreduce, reduce-scatter and allgather");
     }
-    if (list) return Status(fwInvalidUsage, name + ": the list forms have no compressed form");
+    if (list) return refuse("the list forms have no compressed form");
   }
   return Status::ok();
 }
