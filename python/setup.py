@@ -67,7 +67,7 @@ def package_library(lib, plugin_dirs, target):
             shutil.copy2(plugin.resolve(), target / plugin.name)
 
 
-class BuildWithLibrary(cpp_extension.BuildExtension.with_options(use_ninja=False)):
+class BuildWithLibrary(cpp_extension.BuildExtension):
     """build_ext that first gets the library (building it if need be) and
     puts it in the package being built, so nothing is built merely to
     read the package's metadata."""

@@ -1,7 +1,8 @@
 """The GPU check: python -m gpucheck [--emulated] [--quick] [STEP ...]
 (scripts/gpu_check.sh runs it with the right Python). Steps, in order:
-build, test, sweep, timing, torch; then the report, which every run
-writes from all results so far. Exit status 1 if any item failed."""
+build, test, sweep, timing, torch, pytest; then the report, which every run
+writes from all results so far. Exit status 2 if the library did not
+build, else 1 if any item failed."""
 import argparse
 import os
 import shlex
@@ -12,7 +13,7 @@ from . import build, report, sweeps, tests, timing, torch_step
 from .common import REPO, Context, clear_step, load_results
 
 STEPS = {"build": build.run_step, "test": tests.run_step, "sweep": sweeps.run_step, "timing": timing.run_step,
-         "torch": torch_step.run_step}
+         "torch": torch_step.run_step, "pytest": tests.run_python_step}
 
 
 def main(argv):
@@ -50,15 +51,17 @@ def main(argv):
         for old in ctx.results.glob("*.json"):
             old.unlink()
     start = time.monotonic()
+    built = True
     for step in steps:
         print(f"gpu_check: step {step} ({ctx.mode}{', quick' if ctx.quick else ''})", flush=True)
         clear_step(ctx, step, [f"{r}r-" for r in ranks] if step == "sweep" and ranks else ("",))
         if STEPS[step](ctx) is False and step == "build":
             print("gpu_check: the build failed; later steps not run", flush=True)
+            built = False
             break
     counts = report.write(ctx, command_line)
     print(f"gpu_check: {time.monotonic() - start:.0f} s", flush=True)
-    return 1 if counts["fail"] else 0
+    return 2 if not built else 1 if counts["fail"] else 0
 
 
 if __name__ == "__main__":

@@ -98,6 +98,15 @@ def configure_args(ctx, ucx, nccl, facts):
     return args, env
 
 
+def extension_env(ctx):
+    """The extension's build compiles its files in parallel through ninja
+    (torch's BuildExtension); the ninja of torch's environment is found
+    beside its Python even when that environment is not activated."""
+    bin_dir = os.path.dirname(ctx.python)
+    return {"FAIRWAY_BUILD_DIR": str(ctx.build), "MAX_JOBS": str(os.cpu_count() or 2),
+            "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+
+
 def run_step(ctx):
     facts = gpu_facts(ctx)
     if not ctx.emulated and "driver" not in facts:
@@ -154,8 +163,9 @@ def run_step(ctx):
     shutil.rmtree(REPO / "python" / "build", ignore_errors=True)
     ext = run(ctx, "build-python", [ctx.python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                                     "--no-build-isolation", "--target", str(site), str(REPO / "python")],
-              env={"FAIRWAY_BUILD_DIR": str(ctx.build)}, timeout=1200)
+              env=extension_env(ctx), timeout=1200)
     record(ctx, STEP, "python", "the fairway Python extension against this torch", "pass" if ext.ok else "fail",
            "" if ext.ok else ext.tail(12), figures=[figure("build time", round(ext.seconds, 1), "s")],
            seconds=ext.seconds)
-    return ext.ok
+    # Without the extension only the Python steps fail: the library's checks go on.
+    return True

@@ -6,7 +6,7 @@ import tarfile
 
 from .common import load_results
 
-STEPS = ["build", "test", "sweep", "timing", "torch"]
+STEPS = ["build", "test", "sweep", "timing", "torch", "pytest"]
 MARK = {"pass": "pass", "fail": "**FAIL**", "skip": "skipped", "info": "measured"}
 
 

@@ -1,12 +1,15 @@
-"""Step test: the GPU tests and the device-path tests under ctest, and the
-PyTorch backend's tests, each bounded; every test's outcome, and a skipped
-test's reason, goes into the report."""
+"""Step test: the GPU tests and the device-path tests under ctest; step
+pytest: the PyTorch backend's tests, on CPU tensors and on CUDA tensors.
+Each run is bounded; every test's outcome, and a skipped test's reason,
+goes into the report. The Python tests are a step of their own, the last,
+because they say least about the device paths and take longest."""
 import re
 import xml.etree.ElementTree as ElementTree
 
 from .common import REPO, figure, record, run
 
 STEP = "test"
+PYTHON_STEP = "pytest"
 
 
 def ctest(ctx, item, title, regex, env, timeout, jobs):
@@ -60,7 +63,7 @@ def pytest(ctx, item, title, args, env, timeout):
                    "")
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
     status = "pass" if ran.ok and counts.get("passed", 0) > 0 else "fail"
-    record(ctx, STEP, item, title, status, "" if status == "pass" else (summary or ran.tail(6)),
+    record(ctx, PYTHON_STEP, item, title, status, "" if status == "pass" else (summary or ran.tail(6)),
            figures=[figure(k, v, "tests") for k, v in counts.items()], seconds=ran.seconds)
 
 
@@ -78,14 +81,19 @@ def run_step(ctx):
     device_env = dict(env, FAIRWAY_DEVICE_RUNTIME="host-emulated" if ctx.emulated else "cuda")
     ctest(ctx, "device_path_tests", f"device-path tests ({'host-emulated' if ctx.emulated else 'CUDA'} runtime)",
           regex, device_env, timeout=1500, jobs=2 if ctx.emulated else 4)
-    tests = REPO / "python" / "tests"
+
+
+def run_python_step(ctx):
+    env = ctx.device_env()
+    env.update(ctx.python_env())
     env["FAIRWAY_BUILD_DIR"] = str(ctx.build)
+    tests = REPO / "python" / "tests"
     subset = ["-k", "async_work or bad_input or every_operation"] if ctx.quick else []
-    pytest(ctx, "python_tests", "python/tests, CPU tensors" + (" (a subset)" if subset else ""),
-           [str(tests)] + subset, env, timeout=1200)
     if ctx.emulated:
-        record(ctx, STEP, "python_tests_cuda", "python/tests, CUDA tensors (1 rank, and 2-4 ranks sharing the GPU)",
+        record(ctx, PYTHON_STEP, "python_tests_cuda", "python/tests, CUDA tensors (1 rank, and 2-4 ranks sharing the GPU)",
                "skip", "torch has no CUDA tensors without a GPU")
     else:
         pytest(ctx, "python_tests_cuda", "python/tests, CUDA tensors (1 rank, and 2-4 ranks sharing the GPU)",
                [str(tests)], dict(env, FAIRWAY_TEST_DEVICE="cuda", FAIRWAY_DEVICE_RUNTIME="cuda"), timeout=1500)
+    pytest(ctx, "python_tests", "python/tests, CPU tensors" + (" (a subset)" if subset else ""),
+           [str(tests)] + subset, env, timeout=1200)
