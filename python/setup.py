@@ -82,21 +82,35 @@ class BuildWithLibrary(cpp_extension.BuildExtension):
         super().run()
 
 
+def torch_names_macros():
+    """Newer torch renamed the backend's tensor-form collectives
+    (_allgather_base is all_gather_single, _reduce_scatter_base
+    reduce_scatter_single, alltoall_base all_to_all_single, and their
+    coalesced forms; torch 2.11 has only the old names, 2.15 both, the old
+    as deprecated aliases). The backend overrides the names the torch it is
+    built against declares, read from that torch's own header."""
+    header = pathlib.Path(cpp_extension.include_paths()[0]) / "torch" / "csrc" / "distributed" / "c10d" / "Backend.hpp"
+    renamed = header.exists() and "all_gather_single(" in header.read_text()
+    return [("FAIRWAY_TORCH_SINGLE_NAMES", "1" if renamed else "0")]
+
+
 sources = ["fairway/csrc/" + name for name in (
     "fairway_backend.cpp", "collectives.cpp", "coalesced.cpp", "exchanges.cpp", "work.cpp", "tensors.cpp",
     "completions.cpp", "scratch_pool.cpp", "module.cpp")]
 common = dict(
     libraries=["fairway"],
+    define_macros=torch_names_macros(),
     # fairway/_C.so finds fairway/lib/libfairway.so.0 wherever the package is.
     extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
 )
+
 # CUDA tensors need torch's CUDA headers, present in a CUDA build of torch
 # where a CUDA toolkit is installed; otherwise CPU tensors only (said at run time).
 with_cuda = torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
 if with_cuda:
     extension = cpp_extension.CUDAExtension(
-        "fairway._C", sources, define_macros=[("FAIRWAY_TORCH_CUDA", "1")],
-        extra_compile_args={"cxx": ["-O2"]}, **common)
+        "fairway._C", sources, extra_compile_args={"cxx": ["-O2"]},
+        **dict(common, define_macros=common["define_macros"] + [("FAIRWAY_TORCH_CUDA", "1")]))
 else:
     extension = cpp_extension.CppExtension("fairway._C", sources, extra_compile_args=["-O2"], **common)
 

@@ -30,6 +30,16 @@
 #include "tensors.h"
 #include "work.h"
 
+// The tensor-form collectives' names in the torch built against (setup.py
+// reads them from its Backend.hpp): all_gather_single and the rest where
+// torch has them, else only the older _allgather_base and the rest, which
+// then forward to the same implementations.
+#if FAIRWAY_TORCH_SINGLE_NAMES
+#define FAIRWAY_SINGLE_NAMES_OVERRIDE override
+#else
+#define FAIRWAY_SINGLE_NAMES_OVERRIDE
+#endif
+
 namespace fairway_torch {
 
 class FairwayBackend : public c10d::Backend {
@@ -75,13 +85,13 @@ class FairwayBackend : public c10d::Backend {
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
-                                                   const c10d::AllgatherOptions& opts) override;
+                                                   const c10d::AllgatherOptions& opts) FAIRWAY_SINGLE_NAMES_OVERRIDE;
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
                                                              std::vector<at::Tensor>& inputs,
-                                                             const c10d::AllgatherOptions& opts) override;
+                                                             const c10d::AllgatherOptions& opts) FAIRWAY_SINGLE_NAMES_OVERRIDE;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
@@ -91,16 +101,41 @@ class FairwayBackend : public c10d::Backend {
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& output, at::Tensor& input,
-                                                       const c10d::ReduceScatterOptions& opts) override;
+                                                       const c10d::ReduceScatterOptions& opts) FAIRWAY_SINGLE_NAMES_OVERRIDE;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
-                                                                 const c10d::ReduceScatterOptions& opts) override;
+                                                                 const c10d::ReduceScatterOptions& opts) FAIRWAY_SINGLE_NAMES_OVERRIDE;
   c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
                                                    std::vector<int64_t>& outputSplits,
                                                    std::vector<int64_t>& inputSplits,
-                                                   const c10d::AllToAllOptions& opts) override;
+                                                   const c10d::AllToAllOptions& opts) FAIRWAY_SINGLE_NAMES_OVERRIDE;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
+#if !FAIRWAY_TORCH_SINGLE_NAMES
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override {
+    return all_gather_single(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override {
+    return all_gather_single_coalesced(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_single(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_single_coalesced(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override {
+    return all_to_all_single(output, input, outputSplits, inputSplits, opts);
+  }
+#endif
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   // The first message of `tag` to arrive from any rank (CPU tensors); the
