@@ -9,6 +9,8 @@ import json
 import os
 import pathlib
 import shlex
+import shutil
+import signal
 import subprocess
 import time
 
@@ -42,7 +44,7 @@ class Context:
     def device_env(self):
         """The variables every device run gets: the emulated runtime on a
         machine without a GPU, and bounded waits."""
-        env = {"FAIRWAY_TIMEOUT_MS": "120000"}
+        env = {"FAIRWAY_TIMEOUT_MS": "60000"}
         if self.emulated:
             env["FAIRWAY_DEVICE_RUNTIME"] = "host-emulated"
         return env
@@ -68,27 +70,64 @@ class Ran:
 
 def run(ctx, name, command, env=None, timeout=300, cwd=None):
     """Runs command (a list) with env added, at most timeout seconds; its
-    output goes to logs/NAME.log (appended, each run headed by the command)."""
+    output goes to logs/NAME.log (appended, each run headed by the command).
+    A command past its time has the stack of every process it started
+    written into its output (stacks_of) before they are all killed."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     log = ctx.logs / f"{name}.log"
     start = time.monotonic()
     timed_out = False
+    # Its own session, so everything it starts can be found and killed.
+    process = subprocess.Popen(command, env=full_env, cwd=cwd or REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
     try:
-        done = subprocess.run(command, env=full_env, cwd=cwd or REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout, text=True, errors="replace",
-                              start_new_session=True)
-        rc, output = done.returncode, done.stdout
-    except subprocess.TimeoutExpired as expired:
+        output, _ = process.communicate(timeout=timeout)
+        rc = process.returncode
+    except subprocess.TimeoutExpired:
         timed_out, rc = True, 124
-        output = (expired.stdout or "") if isinstance(expired.stdout, str) else (expired.stdout or b"").decode(
-            errors="replace")
-        output += f"\n[gpu_check: killed after {timeout} s]\n"
+        stacks = stacks_of(process.pid)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        output, _ = process.communicate()
+        output += f"\n[gpu_check: stopped after {timeout} s; the stacks of its processes then:]\n{stacks}\n"
     seconds = time.monotonic() - start
     shown_env = " ".join(f"{k}={v}" for k, v in sorted((env or {}).items()))
     with open(log, "a") as f:
         f.write(f"$ {shown_env} {shlex.join(str(c) for c in command)}\n{output}\n[exit {rc}, {seconds:.1f} s]\n\n")
     return Ran(rc, output, seconds, timed_out, log)
+
+
+def stacks_of(session):
+    """Every thread's stack of each process in the session (gdb, or the
+    cuda-gdb of a CUDA machine), with each thread's kernel wait channel:
+    what a hang was waiting for, inside CUDA, UCX or NCCL included."""
+    listed = subprocess.run(["ps", "-eo", "pid=,sid=,args="], stdout=subprocess.PIPE, text=True, errors="replace")
+    debugger = shutil.which("gdb") or shutil.which("cuda-gdb")
+    out = []
+    for line in listed.stdout.splitlines():
+        fields = line.split(None, 2)
+        if len(fields) < 3 or fields[1] != str(session):
+            continue
+        pid = fields[0]
+        out.append(f"== process {pid}: {fields[2][:200]}")
+        for task in sorted(pathlib.Path(f"/proc/{pid}/task").glob("*")):
+            try:
+                out.append(f"  thread {task.name} ({(task / 'comm').read_text().strip()}) waits in "
+                           f"{(task / 'wchan').read_text().strip() or '-'}")
+            except OSError:
+                pass
+        if debugger:
+            try:
+                traced = subprocess.run([debugger, "-q", "-batch", "-p", pid, "-ex", "thread apply all bt 30"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                        errors="replace", timeout=60)
+                out += [l for l in traced.stdout.splitlines() if l.startswith(("#", "Thread"))]
+            except subprocess.TimeoutExpired:
+                out.append("  (the debugger did not finish within 60 s)")
+    return "\n".join(out) if out else "(no process left in its session)"
 
 
 def figure(name, value, unit, **extra):

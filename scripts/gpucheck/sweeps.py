@@ -34,7 +34,7 @@ def sizes(ctx):
     return ["-b", "1K", "-e", "1M", "-f", "32"] if ctx.emulated else ["-b", "1K", "-e", "256M", "-f", "8"]
 
 
-def perf_run(ctx, name, binary, ranks, env, args, nodes=None, timeout=600):
+def perf_run(ctx, name, binary, ranks, env, args, nodes=None, timeout=180):
     """One perf binary under fairwayrun; returns (Ran, its JSON or None)."""
     out = ctx.work / "json" / f"{name}.json"
     out.parent.mkdir(exist_ok=True)

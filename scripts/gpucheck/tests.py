@@ -72,7 +72,7 @@ def run_step(ctx):
     env.update(ctx.python_env())
     # Gpu.*: the real CUDA runtime always (each test skips, saying why, without a GPU).
     ctest(ctx, "gpu_tests", "Gpu.* tests (one-rank NCCL, ranks sharing the GPU over UCX, two-phase, kernels)",
-          r"^Gpu\.", {"FAIRWAY_TIMEOUT_MS": "120000"}, timeout=900, jobs=1)
+          r"^Gpu\.", {"FAIRWAY_TIMEOUT_MS": "60000"}, timeout=900, jobs=1)
     # The device-path tests on this machine's runtime: the CUDA plugin on a
     # GPU (NCCL cases of several ranks per GPU skip, saying why), the
     # host-emulated runtime otherwise.
