@@ -21,8 +21,12 @@
 
 namespace fairway {
 
-constexpr int kTransportAbiVersion = 2;
+constexpr int kTransportAbiVersion = 3;
 
+// Where a buffer's bytes are. A message says it to its transport, which
+// then moves them without inspecting the pointer: UCX, left to find out,
+// takes a cudaMalloc buffer whose allocation it did not see for host
+// memory and copies from it on the CPU.
 enum class MemoryType { Host, Cuda };
 
 struct TransportCapabilities {
@@ -66,8 +70,9 @@ class Transport {
   // death (shared memory): the communicator watches their processes itself.
   virtual Status connect(const std::vector<std::vector<uint8_t>>& addresses, const std::vector<bool>& sameHost) = 0;
 
-  virtual Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, RequestHandle* request) = 0;
-  virtual Status irecv(int peer, void* buf, size_t bytes, uint64_t tag, uint64_t tagMask,
+  virtual Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, MemoryType memory,
+                       RequestHandle* request) = 0;
+  virtual Status irecv(int peer, void* buf, size_t bytes, uint64_t tag, uint64_t tagMask, MemoryType memory,
                        RequestHandle* request) = 0;
   // Sets *done; once done, the handle is released and the status is the
   // operation's (a recv's truncation or a failed peer shows here).

@@ -118,7 +118,7 @@ class CollectiveContext {
     const int dest = commRank(peer);
     const uint64_t tag = Tag::collective(messenger_.rank(), sequence_, signature_, step);
     const size_t bytes = elems * elementSize_;
-    if (wire_ == nullptr || bytes == 0) return messenger_.send(dest, buf, bytes, tag, out);
+    if (wire_ == nullptr || bytes == 0) return messenger_.send(dest, buf, bytes, tag, out, space_.memoryType());
     char* bounce = nullptr;
     FW_RETURN_IF_ERROR(wire_->acquire(bytes, &bounce));
     Status st = space_.copy(bounce, buf, bytes);
@@ -134,7 +134,7 @@ class CollectiveContext {
     const int source = commRank(peer);
     const uint64_t tag = Tag::collective(source, sequence_, signature_, step);
     const size_t bytes = elems * elementSize_;
-    if (wire_ == nullptr || bytes == 0) return messenger_.recv(source, buf, bytes, tag, out);
+    if (wire_ == nullptr || bytes == 0) return messenger_.recv(source, buf, bytes, tag, out, space_.memoryType());
     char* bounce = nullptr;
     FW_RETURN_IF_ERROR(wire_->acquire(bytes, &bounce));
     const Status st = messenger_.recv(source, bounce, bytes, tag, out);

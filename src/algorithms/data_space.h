@@ -13,6 +13,7 @@
 #include "core/reducer.h"
 #include "core/status.h"
 #include "p2p/scratch.h"
+#include "transports/transport.h"
 
 namespace fairway {
 
@@ -27,6 +28,9 @@ class DataSpace {
  public:
   virtual ~DataSpace() = default;
   virtual bool onDevice() const = 0;
+  // Where its buffers' bytes are, as a transport is told (host memory for
+  // the host-emulated runtime's device buffers).
+  virtual MemoryType memoryType() const = 0;
   // dst and src are the same or disjoint; done when it returns.
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
   // dst[i] = a[i] op b[i] with the reducer's type and op (dst may be a or b).
@@ -46,6 +50,7 @@ class DataSpace {
 class CpuDataSpace : public DataSpace {
  public:
   bool onDevice() const override { return false; }
+  MemoryType memoryType() const override { return MemoryType::Host; }
   Status copy(void* dst, const void* src, size_t bytes) override {
     if (dst != src) copyBytes(dst, src, bytes);
     return Status::ok();

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "core/datatype.h"
@@ -156,6 +158,54 @@ Status DeviceCollectives::waitForStream(void* startEvent) {
   }
 }
 
+Status DeviceCollectives::runWhenStreamReaches(void* startEvent, uint32_t first,
+                                               const std::function<Status(uint32_t firstSequence)>& body) {
+  Status done = waitForStream(startEvent);
+  releaseEvent(startEvent);
+  if (done.isOk()) done = body(first);
+  if (!done.isOk()) {
+    // Breaks the communicator (the first failure wins) and tells the
+    // peers; the stream goes on, its result undefined, the error kept.
+    comm_.messenger().fail(done);
+    FW_LOG(Warn, Coll, "rank %d: device call failed on the worker: %s", comm_.rank(), done.message().c_str());
+  }
+  return done;
+}
+
+Status DeviceCollectives::runBeforeReturning(void* stream, uint32_t collectives,
+                                             std::function<Status(uint32_t firstSequence)> body) {
+  FW_RETURN_IF_ERROR(comm_.messenger().brokenStatus());
+  void* start = nullptr;
+  FW_RETURN_IF_ERROR(acquireEvent(&start));
+  Status st = device_.recordEvent(start, stream);
+  if (!st.isOk()) {
+    releaseEvent(start);
+    return st;
+  }
+  auto finished = std::make_shared<std::promise<Status>>();
+  std::future<Status> outcome = finished->get_future();
+  st = comm_.startReserved(collectives, [this, start, finished, body = std::move(body)](uint32_t first) {
+    Status done = runWhenStreamReaches(start, first, body);
+    finished->set_value(done);
+    return done;
+  });
+  if (!st.isOk()) {
+    releaseEvent(start);
+    return st;
+  }
+  // The worker's waits are bounded (the stream's arrival, every message);
+  // this one allows for the calls queued ahead of it too. Past it the
+  // communicator is broken, which ends the worker's waits at once.
+  const auto bound = std::chrono::milliseconds(4 * timeoutMs_);
+  if (outcome.wait_for(bound) != std::future_status::ready) {
+    const Status late(fwTimeout, "rank " + std::to_string(comm_.rank()) + ": a device call's first run did not end within " +
+                                     std::to_string(4 * timeoutMs_) + " ms (4 x FAIRWAY_TIMEOUT_MS)");
+    comm_.messenger().fail(late);
+    if (outcome.wait_for(std::chrono::milliseconds(timeoutMs_)) != std::future_status::ready) return late;
+  }
+  return outcome.get();
+}
+
 Status DeviceCollectives::enqueueOnWorker(void* stream, uint32_t collectives,
                                           std::function<Status(uint32_t firstSequence)> body) {
   FW_RETURN_IF_ERROR(comm_.messenger().brokenStatus());
@@ -174,14 +224,10 @@ Status DeviceCollectives::enqueueOnWorker(void* stream, uint32_t collectives,
     return st;
   }
   st = comm_.startReserved(collectives, [this, start, ticket, body = std::move(body)](uint32_t first) {
-    Status done = waitForStream(start);
-    releaseEvent(start);
-    if (done.isOk()) done = body(first);
-    if (!done.isOk()) {
-      // Breaks the communicator (the first failure wins) and tells the
-      // peers; the stream goes on, its result undefined, the error kept.
-      comm_.messenger().fail(done);
-      FW_LOG(Warn, Coll, "rank %d: device call failed on the worker: %s", comm_.rank(), done.message().c_str());
+    Status done;
+    {
+      StagingBuffer::GatedStreamScope gated;
+      done = runWhenStreamReaches(start, first, body);
     }
     device_.setFlag(doneFlag_, ticket);
     return done;
@@ -246,7 +292,12 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
   const Selection plan = comm_.selector().select(key);
   if (plan.algorithm == Algorithm::Native) return runNative(a, stream);
   if (plan.node == Provider::Nccl) FW_RETURN_IF_ERROR(ensureNodePhase());
-  return enqueueOnWorker(stream, 1, [this, a, plan](uint32_t sequence) { return runOnDevice(a, plan, sequence); });
+  auto body = [this, a, plan](uint32_t sequence) { return runOnDevice(a, plan, sequence); };
+  const std::string shape = DeviceCallShapes::keyOf(a, comm_.size());
+  if (shapesRun_.seen(shape)) return enqueueOnWorker(stream, 1, std::move(body));
+  FW_RETURN_IF_ERROR(runBeforeReturning(stream, 1, std::move(body)));
+  shapesRun_.remember(shape);
+  return Status::ok();
 }
 
 // Copies, reductions and scratch on the device (DeviceDataSpace). The

@@ -7,6 +7,10 @@
 // on a flag the worker sets when the data is in place. A failure there
 // breaks the communicator: fwCommGetAsyncError reports it and later calls
 // fail with it, and the stream is released so nothing waits forever.
+// While the stream waits, the worker allocates nothing (CUDA may make an
+// allocation wait for that stream): a call that may need memory (the
+// first of its shape, device_call_shapes.h) runs with its stream left
+// free, and its caller waits for it (runBeforeReturning).
 #pragma once
 
 #include <functional>
@@ -16,6 +20,7 @@
 
 #include "collective/collective_args.h"
 #include "comm/collective_runner.h"
+#include "comm/device_call_shapes.h"
 #include "comm/local_machine.h"
 #include "core/config.h"
 #include "core/status.h"
@@ -54,6 +59,16 @@ class DeviceCollectives {
   // Queues body for the worker, ordered on stream as described above, with
   // `collectives` collective numbers reserved for it.
   Status enqueueOnWorker(void* stream, uint32_t collectives, std::function<Status(uint32_t firstSequence)> body);
+  // The same, in call order on the worker, but the stream is not made to
+  // wait: the caller waits until the work is done, so work it enqueues on
+  // the stream afterwards still sees the result. The worker may allocate.
+  Status runBeforeReturning(void* stream, uint32_t collectives, std::function<Status(uint32_t firstSequence)> body);
+  // What both run on the worker: the wait for the stream, then body; a
+  // failure breaks the communicator.
+  Status runWhenStreamReaches(void* startEvent, uint32_t first,
+                              const std::function<Status(uint32_t firstSequence)>& body);
+  // Whether a staged message of `bytes` finds its slices and copy stream in place.
+  bool stagingReadyFor(size_t bytes) const;
   // The worker's wait for the stream to reach a call: bounded by the
   // timeout, cut short when the communicator breaks.
   Status waitForStream(void* startEvent);
@@ -78,6 +93,9 @@ class DeviceCollectives {
 
   CollectiveRunner& comm_;
   DeviceRuntime& device_;
+  // What the transport is told a device buffer's bytes are (host memory
+  // under the host-emulated runtime).
+  MemoryType deviceMemoryType() const { return device_.memoryIsCuda() ? MemoryType::Cuda : MemoryType::Host; }
   const NativeCollectivesEntry* nccl_;  // null: NCCL is not usable here
   int64_t timeoutMs_;  // bounds every wait on a stream or event
   size_t stagingSliceBytes_;  // FAIRWAY_STAGING_SLICE_BYTES
@@ -98,6 +116,7 @@ class DeviceCollectives {
   std::unique_ptr<PinnedWire> wire_;  // the staged wire of collectives UCX cannot reach
   std::unique_ptr<PinnedDataSpace> railSpace_;   // the staged rail of two-phase and compressed collectives
   std::unique_ptr<NativeNodePhase> nodePhase_;   // made by the caller's thread, used by the worker
+  DeviceCallShapes shapesRun_;  // callers' threads only, under mutex_
 };
 
 }  // namespace fairway

@@ -18,14 +18,16 @@ Status DeviceCollectives::ensureStagingResources() {
 Status DeviceCollectives::directSend(const void* buf, size_t bytes, int peer, uint64_t number) {
   Pending pending;
   FW_RETURN_IF_ERROR(
-      comm_.pointToPoint().postSendNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending));
+      comm_.pointToPoint().postSendNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending,
+                                            deviceMemoryType()));
   return comm_.messenger().wait(&pending);
 }
 
 Status DeviceCollectives::directRecv(void* buf, size_t bytes, int peer, uint64_t number) {
   Pending pending;
   FW_RETURN_IF_ERROR(
-      comm_.pointToPoint().postRecvNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending));
+      comm_.pointToPoint().postRecvNumbered(buf, bytes, peer, PointToPoint::kDefaultTag, number, &pending,
+                                            deviceMemoryType()));
   return comm_.messenger().wait(&pending);
 }
 
@@ -39,10 +41,11 @@ Status DeviceCollectives::send(const void* buf, size_t count, fwDataType_t datat
   // In call order, like the collectives' numbers; device messages carry no tag.
   const uint64_t number = comm_.pointToPoint().reserveSendNumber(peer, PointToPoint::kDefaultTag);
   const bool fromDevice = ucxDirect();
-  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, fromDevice](uint32_t) {
-    return fromDevice ? directSend(buf, bytes, peer, number)
-                      : stagedSend(buf, bytes, peer, number);
-  });
+  auto body = [this, buf, bytes, peer, number, fromDevice](uint32_t) {
+    return fromDevice ? directSend(buf, bytes, peer, number) : stagedSend(buf, bytes, peer, number);
+  };
+  if (fromDevice || stagingReadyFor(bytes)) return enqueueOnWorker(stream, 0, std::move(body));
+  return runBeforeReturning(stream, 0, std::move(body));
 }
 
 Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
@@ -54,9 +57,11 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
   const size_t bytes = count * datatypeSize(datatype);
   const uint64_t number = comm_.pointToPoint().reserveRecvNumber(peer, PointToPoint::kDefaultTag);
   const bool intoDevice = ucxDirect();
-  return enqueueOnWorker(stream, 0, [this, buf, bytes, peer, number, intoDevice](uint32_t) {
+  auto body = [this, buf, bytes, peer, number, intoDevice](uint32_t) {
     return intoDevice ? directRecv(buf, bytes, peer, number) : stagedRecv(buf, bytes, peer, number);
-  });
+  };
+  if (intoDevice || stagingReadyFor(bytes)) return enqueueOnWorker(stream, 0, std::move(body));
+  return runBeforeReturning(stream, 0, std::move(body));
 }
 
 // A staged message moves in slices of FAIRWAY_STAGING_SLICE_BYTES through
@@ -66,6 +71,13 @@ Status DeviceCollectives::recv(void* buf, size_t count, fwDataType_t datatype, i
 // is copied while the last one crosses the network. Sender and receiver
 // cut alike (a count that differs is a mismatch UCX reports); an empty
 // message is one empty slice.
+// Read by callers' threads under mutex_: the slices grow only in a call
+// that runBeforeReturning runs, while its caller holds mutex_ and waits.
+bool DeviceCollectives::stagingReadyFor(size_t bytes) const {
+  const size_t wanted = std::min(bytes, stagingSliceBytes_);
+  return copyStream_ != nullptr && slices_[0].capacity() >= wanted && slices_[1].capacity() >= wanted;
+}
+
 size_t DeviceCollectives::messageSlices(size_t bytes) const {
   const size_t slice = stagingSliceBytes_;
   return std::max<size_t>(1, (bytes + slice - 1) / slice);

@@ -42,7 +42,8 @@ Status Messenger::start() {
     recv.isRecv = true;
     recv.via = routes_.transports[i].get();
     FW_RETURN_IF_ERROR(recv.via->irecv(-1, incomingNotices_[i].text, kNoticeBytes,
-                                       Tag::channelBits(TagChannel::Control), Tag::kChannelMask, &recv.handle));
+                                       Tag::channelBits(TagChannel::Control), Tag::kChannelMask, MemoryType::Host,
+                                       &recv.handle));
     recv.done = false;
   }
   wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -128,24 +129,24 @@ Status Messenger::postChecked(Status posted, Pending* out) {
   return Status::ok();
 }
 
-Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out) {
+Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out, MemoryType memory) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
   *out = Pending{kCompleted, peer, tag, false, true, transportOf(peer)};
   Status posted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    posted = out->via->isend(peer, buf, bytes, tag, &out->handle);
+    posted = out->via->isend(peer, buf, bytes, tag, memory, &out->handle);
   }
   return postChecked(posted, out);
 }
 
-Status Messenger::recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out) {
+Status Messenger::recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out, MemoryType memory) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
   *out = Pending{kCompleted, peer, tag, true, true, transportOf(peer)};
   Status posted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    posted = out->via->irecv(peer, buf, bytes, tag, Tag::kFullMask, &out->handle);
+    posted = out->via->irecv(peer, buf, bytes, tag, Tag::kFullMask, memory, &out->handle);
   }
   return postChecked(posted, out);
 }
@@ -422,7 +423,7 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
     for (int r = 0; r < size(); ++r) {
       if (r == rank_) continue;
       Pending p{kCompleted, r, 0, false, false, transportOf(r)};
-      if (p.via->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), &p.handle).isOk()) {
+      if (p.via->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), MemoryType::Host, &p.handle).isOk()) {
         notices.push_back(p);
       }
     }

@@ -50,8 +50,11 @@ class Messenger {
   // progress thread; call once after connect.
   Status start();
 
-  Status send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out);
-  Status recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out);
+  // memory: where buf's bytes are (device buffers must say so: the
+  // transport is told, not left to guess).
+  Status send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out,
+              MemoryType memory = MemoryType::Host);
+  Status recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out, MemoryType memory = MemoryType::Host);
   // Waits for every operation in list. On failure the rest are cancelled.
   Status waitAll(Pending* list, size_t count);
   Status wait(Pending* p) { return waitAll(p, 1); }

@@ -15,13 +15,13 @@ uint64_t PointToPoint::reserveRecvNumber(int peer, uint32_t tag) {
 }
 
 Status PointToPoint::postSendNumbered(const void* buf, size_t bytes, int peer, uint32_t tag, uint64_t number,
-                                      Pending* out) {
-  return messenger_.send(peer, buf, bytes, Tag::pointToPoint(rank_, tag, number), out);
+                                      Pending* out, MemoryType memory) {
+  return messenger_.send(peer, buf, bytes, Tag::pointToPoint(rank_, tag, number), out, memory);
 }
 
 Status PointToPoint::postRecvNumbered(void* buf, size_t bytes, int peer, uint32_t tag, uint64_t number,
-                                      Pending* out) {
-  return messenger_.recv(peer, buf, bytes, Tag::pointToPoint(peer, tag, number), out);
+                                      Pending* out, MemoryType memory) {
+  return messenger_.recv(peer, buf, bytes, Tag::pointToPoint(peer, tag, number), out, memory);
 }
 
 Status PointToPoint::postSend(const void* buf, size_t bytes, int peer, uint32_t tag, Pending* out) {

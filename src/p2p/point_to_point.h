@@ -47,8 +47,11 @@ class PointToPoint {
   // order for a message posted later (postSendNumbered/postRecvNumbered).
   uint64_t reserveSendNumber(int peer, uint32_t tag);
   uint64_t reserveRecvNumber(int peer, uint32_t tag);
-  Status postSendNumbered(const void* buf, size_t bytes, int peer, uint32_t tag, uint64_t number, Pending* out);
-  Status postRecvNumbered(void* buf, size_t bytes, int peer, uint32_t tag, uint64_t number, Pending* out);
+  // memory: where buf's bytes are (Messenger::send).
+  Status postSendNumbered(const void* buf, size_t bytes, int peer, uint32_t tag, uint64_t number, Pending* out,
+                          MemoryType memory = MemoryType::Host);
+  Status postRecvNumbered(void* buf, size_t bytes, int peer, uint32_t tag, uint64_t number, Pending* out,
+                          MemoryType memory = MemoryType::Host);
 
   // A message posted now, numbered in call order.
   Status postSend(const void* buf, size_t bytes, int peer, uint32_t tag, Pending* out);

@@ -1,9 +1,11 @@
 // The 64-bit message tag. Fields, high to low:
-//   [63:62] channel: collective, point-to-point, or control (abort notices)
+//   [63:62] channel: collective, point-to-point, control (failure notices)
+//           or recovery (survivors' messages on a broken communicator)
 //   [61:42] source rank (receives match on it, since UCX has no source filter)
 //   collective: [41:18] sequence number, [17:10] signature, [9:0] step
 //   point-to-point: [41:24] the caller's tag, [23:0] message number per
 //   (pair of ranks, tag), wrapping
+//   recovery: [41:0] the exchange's id
 // The signature hashes what every rank must agree on (collective, type, op,
 // root, count), so ranks that call different collectives never match each
 // other's messages and the stall is diagnosed as a mismatch instead.
@@ -13,7 +15,7 @@
 
 namespace fairway {
 
-enum class TagChannel : uint64_t { Collective = 0, PointToPoint = 1, Control = 2 };
+enum class TagChannel : uint64_t { Collective = 0, PointToPoint = 1, Control = 2, Recovery = 3 };
 
 constexpr uint64_t kMaxTagRanks = 1u << 20;
 
@@ -44,6 +46,11 @@ struct Tag {
   }
   static uint64_t control(int source) {
     return channelBits(TagChannel::Control) | (static_cast<uint64_t>(source) << kSourceShift);
+  }
+  static constexpr uint64_t kRecoveryIdMask = (uint64_t{1} << kSourceShift) - 1;
+  static uint64_t recovery(int source, uint64_t exchangeId) {
+    return channelBits(TagChannel::Recovery) | (static_cast<uint64_t>(source) << kSourceShift) |
+           (exchangeId & kRecoveryIdMask);
   }
   static uint32_t sequence(uint64_t tag) { return static_cast<uint32_t>((tag & kSequenceMask) >> kSequenceShift); }
   static uint8_t signature(uint64_t tag) { return static_cast<uint8_t>((tag & kSignatureMask) >> kSignatureShift); }

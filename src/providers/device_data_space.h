@@ -33,6 +33,7 @@ class DeviceDataSpace final : public DataSpace {
   DeviceDataSpace(DeviceRuntime& device, int64_t timeoutMs);
 
   bool onDevice() const override { return true; }
+  MemoryType memoryType() const override { return device_.memoryIsCuda() ? MemoryType::Cuda : MemoryType::Host; }
   Status copy(void* dst, const void* src, size_t bytes) override;
   Status combine(const Reducer& reducer, void* dst, const void* a, const void* b, size_t count) override;
   Status finalize(const Reducer& reducer, void* buf, size_t count) override;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "tests/multirank/collective_sweep.h"
+#include "providers/staging_buffer.h"
 #include "tests/multirank/test_device.h"
 
 namespace fairway::testing {
@@ -49,6 +50,34 @@ TEST(DeviceMemory, MemAllocGivesDeviceMemory) {
                "the refusal says why");
     RANK_CHECK(ctx, fwMemFree(memory) == fwSuccess, "fwMemFree");
     RANK_CHECK(ctx, fwMemFree(memory) == fwInvalidArgument, "a second fwMemFree");  // no longer device memory
+    return failures;
+  });
+  EXPECT_EQ(outcomes[0].exitCode, 0);
+}
+
+// A thread that a caller's stream waits for never allocates: CUDA may
+// make the allocation wait for that very stream. Staging memory grows
+// elsewhere and is refused there, saying why.
+TEST(DeviceMemory, StagingGrowsOnlyWhereNoStreamWaits) {
+  auto outcomes = runRanks(1, [](const RankContext& ctx) {
+    int failures = 0;
+    DeviceRuntime* device = testDevice();
+    RANK_CHECK(ctx, device != nullptr, "no device runtime: " + whyNoTestDevice());
+    if (failures) return failures;
+    for (auto kind : {StagingBuffer::Kind::Device, StagingBuffer::Kind::Pinned}) {
+      StagingBuffer buffer(*device, kind);
+      RANK_CHECK(ctx, buffer.reserve(1024).isOk() && buffer.capacity() == 1024, "growth with no stream waiting");
+      {
+        StagingBuffer::GatedStreamScope gated;
+        RANK_CHECK(ctx, buffer.reserve(512).isOk(), "what is already there, with a stream waiting");
+        const Status refused = buffer.reserve(4096);
+        RANK_CHECK(ctx, refused.code() == fwInternalError, "growth with a stream waiting was not refused");
+        RANK_CHECK(ctx, refused.message().find("stream waits for") != std::string::npos,
+                   "the refusal does not say why: " + refused.message());
+        RANK_CHECK(ctx, buffer.capacity() == 1024, "the refused growth changed the buffer");
+      }
+      RANK_CHECK(ctx, buffer.reserve(4096).isOk() && buffer.capacity() == 4096, "growth once no stream waits");
+    }
     return failures;
   });
   EXPECT_EQ(outcomes[0].exitCode, 0);
@@ -142,6 +171,8 @@ bool fillOnDevice(GuardedBuffer& buffer, size_t count, Fill value) {
 // NCCL's stream semantics on the paths the worker drives: the call returns
 // while the stream is held before it, nothing is written yet, and work
 // enqueued on the stream after the call sees the result once the stream runs.
+// That holds from a shape's second call: the first waits for its stream and
+// may allocate (device_call_shapes.h), so the test runs the shape once first.
 class DeviceStreamOrder : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
@@ -159,6 +190,10 @@ TEST_P(DeviceStreamOrder, CallReturnsBeforeItsWorkAndLaterWorkSeesTheResult) {
                         fillOnDevice<float>(recv, kCount, [](size_t) { return -1.0f; }),
                "filling the device buffers");
     fwStream_t stream = createTestStream();
+    RANK_CHECK(ctx, fwAllReduce(send.data(), recv.data(), kCount, fwFloat32, fwSum, comm, stream) == fwSuccess &&
+                        synchronizeTestStream(stream) == 0,
+               "the shape's first call");
+    RANK_CHECK(ctx, fillOnDevice<float>(recv, kCount, [](size_t) { return -1.0f; }), "refilling recv");
     StreamGate gate(stream);
     RANK_CHECK(ctx, gate.holds(), "the stream could not be held back");
     const auto start = std::chrono::steady_clock::now();

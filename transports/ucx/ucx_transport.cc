@@ -165,26 +165,39 @@ class UcxTransport final : public Transport {
     return Status::ok();
   }
 
-  Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, RequestHandle* request) override {
+  // Device memory is named: UCX's memory-type cache knows only allocations
+  // its hooks saw, and takes any other address for host memory (a
+  // cudaMalloc made through a CUDA runtime linked into another library, or
+  // before UCX loaded). Host memory is left to UCX's own detection.
+  static void sayMemoryType(MemoryType memory, ucp_request_param_t* param) {
+    if (memory != MemoryType::Cuda) return;
+    param->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param->memory_type = UCS_MEMORY_TYPE_CUDA;
+  }
+
+  Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, MemoryType memory,
+               RequestHandle* request) override {
     if (endpoints_[peer] == nullptr) {
       return Status(fwInternalError, "ucx: rank " + std::to_string(peer) + " is not connected on this transport");
     }
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
     param.cb.send = onSendComplete;
+    sayMemoryType(memory, &param);
     ucs_status_ptr_t result = ucp_tag_send_nbx(endpoints_[peer], buf, bytes, tag, &param);
     if (UCS_PTR_IS_ERR(result)) return peerError("send to", peer, UCS_PTR_STATUS(result));
     *request = result;  // NULL when done at once
     return Status::ok();
   }
 
-  Status irecv(int peer, void* buf, size_t bytes, uint64_t tag, uint64_t tagMask,
+  Status irecv(int peer, void* buf, size_t bytes, uint64_t tag, uint64_t tagMask, MemoryType memory,
                RequestHandle* request) override {
     // Always a request (NO_IMM_CMPL): its callback reports the size that
     // arrived, which the immediate-completion path does not reliably do.
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = onRecvComplete;
+    sayMemoryType(memory, &param);
     ucs_status_ptr_t result = ucp_tag_recv_nbx(worker_, buf, bytes, tag, tagMask, &param);
     if (UCS_PTR_IS_ERR(result)) return peerError("receive from", peer, UCS_PTR_STATUS(result));
     static_cast<UcxRequest*>(result)->expectedBytes = bytes;
