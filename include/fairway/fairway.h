@@ -68,7 +68,8 @@ typedef enum FAIRWAY_ENUM_BASE {
   fwInProgress = 18,       /* fwTest: the request has not completed */
   fwUnsupportedCompression = 19, /* a compression descriptor, or its use with this
                                     collective, type or op, that Fairway does not offer */
-  fwNumResults = 20
+  fwRevoked = 20,          /* the communicator was revoked (fwCommRevoke), here or by a peer */
+  fwNumResults = 21
 } fwResult_t;
 
 typedef enum FAIRWAY_ENUM_BASE {
@@ -140,6 +141,40 @@ FAIRWAY_API fwResult_t fwCommUserRank(const fwComm_t comm, int* rank);
 /* fwSuccess while healthy, else the error that broke the communicator or
  * that NCCL reported for work already enqueued on a stream. */
 FAIRWAY_API fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError);
+
+/* ---- Surviving a lost rank (docs/recovery.md) ----
+ * A communicator has three states. Healthy. Broken: a rank failed (died,
+ * stopped past FAIRWAY_TIMEOUT_MS, lost its connection) or aborted; every
+ * pending and later call fails, naming the cause (fwRemoteError, fwTimeout),
+ * and the ranks that saw the failure tell the others. Revoked: a rank
+ * called fwCommRevoke; every rank's pending and later calls fail with
+ * fwRevoked, whether or not it saw a failure itself. A broken or revoked
+ * communicator still serves fwCommGetFailedRanks, fwCommShrink, and
+ * fwCommDestroy/fwCommAbort. */
+
+/* Revokes the communicator on every live rank: callable from any thread,
+ * on any rank, healthy or broken; the revocation is relayed by every rank
+ * that receives it, so it reaches each live rank even if its sender dies. */
+FAIRWAY_API fwResult_t fwCommRevoke(fwComm_t comm);
+/* The ranks this rank knows to have failed, ascending: seen here (a process
+ * that exited, a lost connection, a peer silent past FAIRWAY_TIMEOUT_MS) or
+ * named in a peer's failure notice. Up to `capacity` go to failedRanks;
+ * *count gets how many there are (call with capacity 0 to size the array). */
+FAIRWAY_API fwResult_t fwCommGetFailedRanks(fwComm_t comm, int* failedRanks, int capacity, int* count);
+
+#define FAIRWAY_SHRINK_DEFAULT 0 /* in-flight work ends (completes or fails) first */
+#define FAIRWAY_SHRINK_ABORT 1   /* revokes first: in-flight work fails at once */
+/* Called by every surviving rank, the same number of times: the survivors
+ * agree on the ranks to leave out (excludeRanks, the same list on every
+ * survivor, plus every rank that failed, before or during the agreement;
+ * no step depends on rank 0 or the bootstrap root being alive) and make a
+ * new communicator of the others, ranks renumbered in their old order.
+ * Survivors that passed different lists get fwInvalidUsage naming them; a
+ * rank that others left out gets fwRemoteError. Every wait is bounded by
+ * FAIRWAY_TIMEOUT_MS. The old communicator is left broken (or revoked):
+ * destroy it. */
+FAIRWAY_API fwResult_t fwCommShrink(fwComm_t comm, const int* excludeRanks, int excludeCount, int flags,
+                                    fwComm_t* newcomm);
 
 /* Device memory for buffers of device calls, on the calling thread's
  * current device (cudaMalloc), from the device runtime communicators use

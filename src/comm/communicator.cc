@@ -270,6 +270,11 @@ Status Communicator::destroy() {
   return st;
 }
 
+void Communicator::revoke() {
+  messenger_->revoke(Status(fwRevoked, "rank " + std::to_string(rank()) + " revoked the communicator"));
+  if (device_) device_->abort();
+}
+
 void Communicator::abort() {
   if (device_) device_->abort();
   messenger_->fail(Status(fwRemoteError, "rank " + std::to_string(rank()) + " aborted the communicator"));

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "algorithms/data_space.h"
@@ -79,6 +80,14 @@ class Communicator final : public CollectiveRunner {
   // rank. FAIRWAY_SPLIT_NOCOLOR leaves *out empty.
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
 
+  // fwCommShrink (communicator_shrink.cc): the survivors agree on the
+  // ranks to leave out (exclude, plus every failed rank) and form *out of
+  // the others. flags: FAIRWAY_SHRINK_ABORT revokes this one first.
+  Status shrink(const std::vector<int>& exclude, int flags, std::unique_ptr<Communicator>* out);
+  // fwCommRevoke: fwRevoked on every live rank from now on.
+  void revoke();
+  std::vector<int> failedRanks() const { return messenger_->failedRanks(); }
+
   // Waits for queued work, synchronises with the peers (bounded by the
   // timeout) while healthy, and closes the connections.
   Status destroy();
@@ -101,6 +110,8 @@ class Communicator final : public CollectiveRunner {
                  const Reserved& how);
   Status allgatherBytesInGroup(const std::vector<int>& group, uint32_t sequence, const std::vector<uint8_t>& mine,
                                std::vector<std::vector<uint8_t>>* all);
+  // The survivors' agreement on whom a shrink leaves out (communicator_shrink.cc).
+  Status agreeOnExcluded(uint32_t attempt, const std::set<int>& requested, std::set<int>* excluded);
 
   Config config_;
   Selector selector_;
@@ -112,6 +123,7 @@ class Communicator final : public CollectiveRunner {
   Scratch scratch_;
   HostDataSpace hostSpace_{scratch_};
   uint32_t nextSequence_ = 0;  // advanced in call order, identically on every rank
+  uint32_t shrinkAttempts_ = 0;  // fwCommShrink calls on this communicator
   std::atomic<unsigned> compressionLogged_{0};  // collectives whose rule rank 0 has logged
   PointToPoint pointToPoint_;
   std::unique_ptr<DeviceCollectives> device_;  // null on machines without a CUDA device

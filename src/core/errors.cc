@@ -43,6 +43,7 @@ const char* fwGetErrorString(fwResult_t result) {
     case fwNotAvailable: return "not available";
     case fwInProgress: return "in progress";
     case fwUnsupportedCompression: return "unsupported compression";
+    case fwRevoked: return "communicator revoked";
     case fwNumResults: break;
   }
   return "unknown result code";

@@ -16,8 +16,6 @@
 
 namespace fairway {
 namespace {
-// How long a failing rank spends telling its peers.
-constexpr int kNoticeFlushMs = 200;
 // Empty polls between clock reads: reading the clock on every poll cost a
 // tenth of a small allreduce's time.
 constexpr unsigned kPollsPerClockRead = 32;
@@ -35,16 +33,9 @@ Messenger::~Messenger() {
 }
 
 Status Messenger::start() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t i = 0; i < incomingNotices_.size(); ++i) {
-    Pending& recv = incomingNotices_[i].recv;
-    recv = Pending{};
-    recv.isRecv = true;
-    recv.via = routes_.transports[i].get();
-    FW_RETURN_IF_ERROR(recv.via->irecv(-1, incomingNotices_[i].text, kNoticeBytes,
-                                       Tag::channelBits(TagChannel::Control), Tag::kChannelMask, MemoryType::Host,
-                                       &recv.handle));
-    recv.done = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < incomingNotices_.size(); ++i) FW_RETURN_IF_ERROR(postNoticeReceive(i));
   }
   wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) return Status(fwSystemError, std::string("eventfd: ") + std::strerror(errno));
@@ -162,7 +153,7 @@ Status Messenger::test(Pending* p, bool* done) {
   if (*done) p->done = true;
   if (!st.isOk()) {
     Status why = (st.code() == fwTransportError && p->peer >= 0)
-                     ? Status(fwRemoteError, "rank " + std::to_string(p->peer) + ": " + st.message())
+                     ? peerFailed(p->peer, Status(fwRemoteError, "rank " + std::to_string(p->peer) + ": " + st.message()))
                      : st;
     fail(why);
     return why;
@@ -247,7 +238,8 @@ Status Messenger::waitAll(Pending* list, size_t count) {
       }
       if (!st.isOk()) {
         failure = (st.code() == fwTransportError && list[i].peer >= 0)
-                      ? Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message())
+                      ? peerFailed(list[i].peer,
+                                   Status(fwRemoteError, "rank " + std::to_string(list[i].peer) + ": " + st.message()))
                       : st;
       }
     }
@@ -317,7 +309,7 @@ Status Messenger::checkHealth() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& transport : routes_.transports) {
       int lost = transport->firstFailedPeer();
-      if (lost >= 0) return Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost));
+      if (lost >= 0) return peerFailed(lost, Status(fwRemoteError, "lost the connection to rank " + std::to_string(lost)));
     }
   }
   return findDeadLocalPeer();
@@ -328,38 +320,16 @@ void Messenger::progressIfIdle() {
   if (lock.owns_lock()) progressAll();
 }
 
-Status Messenger::checkAbortNotice() {
-  bool arrived = false;
-  Status st;
-  const char* text = nullptr;
-  {
-    // Several threads may wait at once (a send/recv and a queued collective).
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (NoticeSlot& slot : incomingNotices_) {
-      if (slot.recv.done) continue;
-      st = slot.recv.via->test(slot.recv.handle, &arrived);
-      if (arrived) {
-        slot.recv.done = true;
-        slot.text[kNoticeBytes - 1] = '\0';
-        text = slot.text;
-        break;
-      }
-    }
-  }
-  if (!arrived) return Status::ok();
-  Status why = st.isOk() ? Status(fwRemoteError, text)
-                         : Status(fwRemoteError, "a peer sent a malformed failure notice: " + st.message());
-  fail(why, /*notifyPeers=*/false);  // the sender already told everyone
-  return brokenStatus();
+bool Messenger::localPeerExited(int rank) const {
+  return rank != rank_ && peers_[rank_].sharesProcessSpaceWith(peers_[rank]) && processHasExited(peers_[rank].pid);
 }
 
-Status Messenger::findDeadLocalPeer() const {
-  const PeerInfo& me = peers_[rank_];
-  for (size_t r = 0; r < peers_.size(); ++r) {
-    if (static_cast<int>(r) == rank_ || !me.sharesProcessSpaceWith(peers_[r])) continue;
-    if (processHasExited(peers_[r].pid)) {
-      return Status(fwRemoteError, "rank " + std::to_string(r) + " (pid " + std::to_string(peers_[r].pid) +
-                                       " on " + peers_[r].host + ") exited");
+Status Messenger::findDeadLocalPeer() {
+  for (int r = 0; r < size(); ++r) {
+    if (localPeerExited(r)) {
+      return peerFailed(r, Status(fwRemoteError, "rank " + std::to_string(r) + " (pid " +
+                                                     std::to_string(peers_[r].pid) + " on " + peers_[r].host +
+                                                     ") exited"));
     }
   }
   return Status::ok();
@@ -388,13 +358,13 @@ Status Messenger::findMismatchedPeer(const Pending* list, size_t count) {
   return Status::ok();
 }
 
-Status Messenger::timeoutStatus(const Pending* list, size_t count) const {
+Status Messenger::timeoutStatus(const Pending* list, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     if (list[i].done) continue;
-    return Status(fwTimeout, "rank " + std::to_string(list[i].peer) + " did not " +
+    return peerFailed(list[i].peer, Status(fwTimeout, "rank " + std::to_string(list[i].peer) + " did not " +
                                  (list[i].isRecv ? "send" : "receive") + " within FAIRWAY_TIMEOUT_MS=" +
                                  std::to_string(config_.timeoutMs) +
-                                 " ms: it is stuck, dead, or not calling this collective");
+                                 " ms: it is stuck, dead, or not calling this collective"));
   }
   return Status(fwTimeout, "timed out");
 }
@@ -415,37 +385,15 @@ void Messenger::fail(const Status& why, bool notifyPeers) {
     broken_.store(true, std::memory_order_release);
   }
   FW_LOG(Warn, Coll, "rank %d: communicator failed: %s", rank_, why.message().c_str());
-  if (!notifyPeers || peers_.size() < 2) return;
-  std::snprintf(outgoingNotice_, kNoticeBytes, "rank %d reports: %s", rank_, why.message().c_str());
-  std::vector<Pending> notices;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (int r = 0; r < size(); ++r) {
-      if (r == rank_) continue;
-      Pending p{kCompleted, r, 0, false, false, transportOf(r)};
-      if (p.via->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), MemoryType::Host, &p.handle).isOk()) {
-        notices.push_back(p);
-      }
-    }
+  if (notifyPeers) sendNoticeToAll(fwRemoteError, "rank " + std::to_string(rank_) + " reports: " + why.message());
+}
+
+Status Messenger::peerFailed(int rank, Status why) {
+  if (rank >= 0 && rank < size() && rank != rank_) {
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    failedRanks_.insert(rank);
   }
-  Deadline deadline = deadlineAfterMs(kNoticeFlushMs);
-  for (;;) {
-    bool all = true;
-    std::lock_guard<std::mutex> lock(mutex_);
-    progressAll();
-    for (Pending& p : notices) {
-      if (p.done) continue;
-      bool done = false;
-      (void)p.via->test(p.handle, &done);
-      p.done = done;
-      all = all && done;
-    }
-    if (all) break;
-    if (Clock::now() >= deadline) {
-      for (Pending& p : notices) if (!p.done) { p.via->cancel(p.handle); p.done = true; }
-      break;
-    }
-  }
+  return why;
 }
 
 void Messenger::disconnect() {

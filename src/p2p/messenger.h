@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <set>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "bootstrap/socket.h"
 #include "core/config.h"
+#include "p2p/failure_notice.h"
 #include "p2p/peer_info.h"
 #include "p2p/progress_watches.h"
 #include "transports/transport.h"
@@ -86,6 +88,26 @@ class Messenger {
   // Breaks the communicator with why (the first failure wins) and, unless
   // the failure is a peer's own notice, tells every peer.
   void fail(const Status& why, bool notifyPeers = true);
+  // Revokes it (fwRevoked from now on, overriding an earlier failure) and
+  // tells every peer, once: a rank that learns of it from a notice relays
+  // it too, so it reaches every live rank even if its first sender dies.
+  void revoke(const Status& why);
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  // The ranks known to have failed: seen here or named in peers' notices.
+  std::vector<int> failedRanks() const;
+  // Records rank as failed (fwCommGetFailedRanks) and returns why: for
+  // every wait that finds a peer dead or silent, here or in a provider.
+  Status peerFailed(int rank, Status why);
+
+  // Messages that work on a broken or revoked communicator, over the
+  // connections it still has, for survivors that recover (fwCommShrink):
+  // `mine` (`bytes` long) goes to every rank of `peers`, and one message of
+  // `bytes` comes from each, under exchange `id` (the same on every rank,
+  // new for each exchange). Within timeoutMs, a peer that has sent nothing
+  // (a process that exited, a lost connection, or silence) is put in
+  // *silent and counted as failed; the others' messages are in *got.
+  Status recoveryExchange(const std::vector<int>& peers, uint64_t id, const std::vector<uint8_t>& mine,
+                          std::vector<std::vector<uint8_t>>* got, std::vector<int>* silent);
   // Closes connections; forced after a failure or abort.
   void disconnect();
 
@@ -97,7 +119,7 @@ class Messenger {
   const std::vector<PeerInfo>& peers() const { return peers_; }
 
  private:
-  static constexpr size_t kNoticeBytes = 256;
+  static constexpr size_t kNoticeBytes = FailureNotice::kBytes;
 
   Status postChecked(Status posted, Pending* out);
   // The bounded wait behind waitAll and waitUntil: poll(&progressed,
@@ -111,9 +133,13 @@ class Messenger {
   // Why the operations in list make no progress, or ok if no cause is seen.
   Status diagnoseStall(const Pending* list, size_t count);
   Status checkAbortNotice();
-  Status findDeadLocalPeer() const;
+  Status findDeadLocalPeer();
   Status findMismatchedPeer(const Pending* list, size_t count);
-  Status timeoutStatus(const Pending* list, size_t count) const;
+  Status timeoutStatus(const Pending* list, size_t count);
+  // The failure notice (failure_notice.h) to every peer, flushed briefly.
+  void sendNoticeToAll(fwResult_t code, const std::string& text);
+  Status postNoticeReceive(size_t slot);
+  bool localPeerExited(int rank) const;
   void blockOnEvents(int timeoutMs);
   // While no caller waits here, progresses the transports whenever they
   // signal: a rank that has moved on (to computation, or to another
@@ -140,8 +166,10 @@ class Messenger {
   ProgressWatches watches_;
 
   std::atomic<bool> broken_{false};
+  std::atomic<bool> revoked_{false};
   mutable std::mutex brokenMutex_;
   Status brokenStatus_;
+  std::set<int> failedRanks_;  // under brokenMutex_
 
   // One notice receive per transport: a notice arrives over whichever
   // transport reaches its sender.

@@ -315,11 +315,12 @@ Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
     FW_RETURN_IF_ERROR(messenger_.checkHealth());
     FW_RETURN_IF_ERROR(stalledPeerStatus(peer, phase));
     if (now - start >= std::chrono::milliseconds(timeoutMs_)) {
-      return Status(fwTimeout, "rank " + std::to_string(nodeRanks_[peer]) +
-                                   " did not reach this step of the node's shared-memory collective #" +
-                                   std::to_string(current_.sequence) + " within FAIRWAY_TIMEOUT_MS=" +
-                                   std::to_string(timeoutMs_) +
-                                   " ms: it is stuck, dead, or not calling this collective");
+      return messenger_.peerFailed(
+          nodeRanks_[peer], Status(fwTimeout, "rank " + std::to_string(nodeRanks_[peer]) +
+                                                  " did not reach this step of the node's shared-memory collective #" +
+                                                  std::to_string(current_.sequence) + " within FAIRWAY_TIMEOUT_MS=" +
+                                                  std::to_string(timeoutMs_) +
+                                                  " ms: it is stuck, dead, or not calling this collective"));
     }
   }
 }

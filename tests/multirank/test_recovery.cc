@@ -1,0 +1,310 @@
+// Surviving a lost rank: a rank is killed (or stopped) inside collectives,
+// every survivor learns which, revokes, shrinks, and goes on with checked
+// collectives on the shrunk communicator; revocation reaches every rank;
+// bad shrink arguments and survivors that disagree get their own errors.
+#include <dirent.h>
+#include <sys/mman.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/multirank/rank_harness.h"
+
+namespace fairway::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kTimeoutMs = 3000;
+
+class Recovery : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("FAIRWAY_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1); }
+  void TearDown() override { unsetenv("FAIRWAY_TIMEOUT_MS"); }
+};
+
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// A page every rank of a test shares (mapped before the fork): the victim
+// writes the moment it dies, so survivors can time recovery from there
+// (steady_clock is the same clock in every process of the host).
+struct SharedClock {
+  SharedClock() {
+    void* page = mmap(nullptr, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    at = page == MAP_FAILED ? nullptr : static_cast<int64_t*>(page);
+  }
+  ~SharedClock() { if (at != nullptr) munmap(at, sizeof(int64_t)); }
+  void markNow() const { if (at != nullptr) *at = Clock::now().time_since_epoch().count(); }
+  double msSinceMark() const {
+    if (at == nullptr || *at == 0) return -1;
+    return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch() - Clock::duration(*at)).count();
+  }
+  int64_t* at = nullptr;
+};
+
+// count allreduces on comm, each checked element by element: rank r
+// contributes r + 1 + i at index i of call k, scaled by k.
+int checkedAllReduces(const RankContext& ctx, fwComm_t comm, int calls, size_t count) {
+  int failures = 0, rank = -1, size = 0;
+  fwCommUserRank(comm, &rank);
+  fwCommCount(comm, &size);
+  std::vector<float> in(count), out(count);
+  for (int k = 1; k <= calls && failures == 0; ++k) {
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((rank + 1 + i % 7) * k);
+    RANK_CHECK(ctx, fwAllReduce(in.data(), out.data(), count, fwFloat32, fwSum, comm, nullptr) == fwSuccess,
+               "allreduce " + std::to_string(k) + " on the shrunk communicator");
+    for (size_t i = 0; i < count && failures == 0; ++i) {
+      const float want = static_cast<float>((size * (size + 1) / 2 + size * static_cast<int>(i % 7)) * k);
+      if (out[i] != want) {
+        reportFailure(ctx, "allreduce " + std::to_string(k) + " element " + std::to_string(i) + ": " +
+                               std::to_string(out[i]) + ", want " + std::to_string(want));
+        ++failures;
+      }
+    }
+  }
+  return failures;
+}
+
+// What a survivor does once a call fails: learn who failed, shrink, check
+// the new communicator's numbering, run `calls` checked allreduces. It
+// prints how long recovery took, from the failure's return and from the
+// victim's end, to the first successful collective on the shrunk communicator.
+int recover(const RankContext& ctx, fwComm_t comm, int victim, int calls, const SharedClock& death) {
+  int failures = 0;
+  const auto start = Clock::now();
+  fwComm_t shrunk = nullptr;
+  RANK_CHECK(ctx, fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_ABORT, &shrunk) == fwSuccess, "fwCommShrink");
+  if (shrunk == nullptr) {
+    fwCommAbort(comm);
+    return failures;
+  }
+  int failed[8], count = 0;
+  RANK_CHECK(ctx, fwCommGetFailedRanks(comm, failed, 8, &count) == fwSuccess, "fwCommGetFailedRanks");
+  RANK_CHECK(ctx, std::find(failed, failed + std::min(count, 8), victim) != failed + std::min(count, 8),
+             "the failed ranks do not name rank " + std::to_string(victim));
+  int size = 0, rank = -1;
+  fwCommCount(shrunk, &size);
+  fwCommUserRank(shrunk, &rank);
+  RANK_CHECK(ctx, size == ctx.nranks - 1, "the shrunk communicator has " + std::to_string(size) + " ranks");
+  RANK_CHECK(ctx, rank == (ctx.rank < victim ? ctx.rank : ctx.rank - 1),
+             "rank " + std::to_string(ctx.rank) + " became " + std::to_string(rank));
+  float one = 1, sum = 0;
+  RANK_CHECK(ctx, fwAllReduce(&one, &sum, 1, fwFloat32, fwSum, shrunk, nullptr) == fwSuccess && sum == size,
+             "the first allreduce on the shrunk communicator");
+  std::printf("recovery: %d ranks, rank %d: %.1f ms after the failure was reported, %.1f ms after rank %d ended\n",
+              ctx.nranks, ctx.rank, msSince(start), death.msSinceMark(), victim);
+  failures += checkedAllReduces(ctx, shrunk, calls, 1000);
+  RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy of the shrunk communicator");
+  fwCommAbort(comm);
+  return failures;
+}
+
+// No segment of this test's ranks is left in /dev/shm.
+void expectNoSegmentsLeft() {
+  DIR* dir = opendir("/dev/shm");
+  ASSERT_NE(dir, nullptr);
+  while (dirent* entry = readdir(dir)) {
+    for (int pid : forkedRankPids()) {
+      const std::string prefix = "fairway-" + std::to_string(pid) + "-";
+      EXPECT_NE(std::strncmp(entry->d_name, prefix.c_str(), prefix.size()), 0) << "left in /dev/shm: " << entry->d_name;
+    }
+  }
+  closedir(dir);
+}
+
+struct KillCase {
+  int ranks;
+  int victim;
+};
+
+class KilledRank : public Recovery, public ::testing::WithParamInterface<KillCase> {};
+
+// The victim dies at a random call, partway through the collectives the
+// others are in (random sizes and kinds); every survivor recovers.
+TEST_P(KilledRank, SurvivorsShrinkAndGoOn) {
+  const KillCase c = GetParam();
+  SharedClock death;
+  auto outcomes = runRanks(c.ranks, [c, &death](const RankContext& ctx) {
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) {
+      reportFailure(ctx, std::string("init: ") + fwGetLastErrorMessage());
+      return 1;
+    }
+    std::mt19937 random(static_cast<unsigned>(0x5eed + 31 * c.ranks + c.victim));  // the same calls on every rank
+    const int dieAt = 2 + static_cast<int>(random() % 6);
+    std::vector<float> a(1 << 16, 1.0f), b(1 << 16);
+    for (int i = 0; i < 1000; ++i) {
+      if (ctx.rank == c.victim && i == dieAt) {
+        death.markNow();
+        raise(SIGKILL);
+      }
+      const size_t n = 1 + random() % a.size();
+      const fwResult_t r = i % 3 == 2 ? fwBroadcast(a.data(), b.data(), n / 4 + 1, fwFloat32, 0, comm, nullptr)
+                                      : fwAllReduce(a.data(), b.data(), n, fwFloat32, fwSum, comm, nullptr);
+      if (r == fwSuccess) continue;
+      return recover(ctx, comm, c.victim, 200, death);
+    }
+    reportFailure(ctx, "1000 calls succeeded although a rank was killed");
+    return 1;
+  });
+  for (int r = 0; r < c.ranks; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, r == c.victim ? 128 + SIGKILL : 0) << "rank " << r;
+  }
+  expectNoSegmentsLeft();
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, KilledRank,
+                         ::testing::Values(KillCase{4, 2}, KillCase{4, 0}, KillCase{8, 5}, KillCase{8, 0},
+                                           KillCase{16, 9}, KillCase{16, 0}),
+                         [](const ::testing::TestParamInfo<KillCase>& info) {
+                           return std::to_string(info.param.ranks) + "ranks_kill" + std::to_string(info.param.victim);
+                         });
+
+// A stopped rank is a hang, not a death: the survivors find it by the
+// timeout and leave it out the same way. The harness kills it at its stall limit.
+class StoppedRank : public Recovery, public ::testing::WithParamInterface<int> {};
+
+TEST_P(StoppedRank, IsFoundByTheTimeoutAndLeftOut) {
+  const int ranks = GetParam();
+  SharedClock stop;
+  auto outcomes = runRanks(ranks, [&stop](const RankContext& ctx) {
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+    std::vector<float> a(1024, 1.0f), b(1024);
+    for (int i = 0; i < 100; ++i) {
+      if (ctx.rank == 1 && i == 3) {
+        stop.markNow();
+        raise(SIGSTOP);
+      }
+      if (fwAllReduce(a.data(), b.data(), a.size(), fwFloat32, fwSum, comm, nullptr) == fwSuccess) continue;
+      return recover(ctx, comm, 1, 50, stop);
+    }
+    return 1;
+  }, RankOptions{8, true});
+  for (int r = 0; r < ranks; ++r) {
+    if (r != 1) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, StoppedRank, ::testing::Values(4, 8, 16));
+
+// fwCommRevoke on one rank makes every rank's pending and later calls
+// fail with fwRevoked, though no rank failed.
+TEST_F(Recovery, RevokeReachesEveryRank) {
+  auto outcomes = runRanks(4, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+    float x = 1, y = 0;
+    RANK_CHECK(ctx, fwAllReduce(&x, &y, 1, fwFloat32, fwSum, comm, nullptr) == fwSuccess, "a healthy allreduce");
+    const auto start = Clock::now();
+    if (ctx.rank == 3) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      RANK_CHECK(ctx, fwCommRevoke(comm) == fwSuccess, "fwCommRevoke");
+    } else {
+      // Waits for rank 3, which revokes instead of joining.
+      const fwResult_t r = fwAllReduce(&x, &y, 1, fwFloat32, fwSum, comm, nullptr);
+      RANK_CHECK(ctx, r == fwRevoked, std::string("the pending call ended with ") + fwGetErrorString(r));
+      RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "rank 3 revoked") != nullptr, "the message names rank 3");
+      RANK_CHECK(ctx, msSince(start) < kTimeoutMs / 2, "revocation took " + std::to_string(msSince(start)) + " ms");
+    }
+    RANK_CHECK(ctx, fwAllReduce(&x, &y, 1, fwFloat32, fwSum, comm, nullptr) == fwRevoked, "a later call");
+    fwResult_t async = fwSuccess;
+    fwCommGetAsyncError(comm, &async);
+    RANK_CHECK(ctx, async == fwRevoked, std::string("fwCommGetAsyncError: ") + fwGetErrorString(async));
+    fwCommAbort(comm);
+    return failures;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// A healthy communicator shrinks too: the survivors leave out a live rank
+// they name (it does not call), and the others go on.
+TEST_F(Recovery, ShrinkLeavesOutANamedLiveRank) {
+  auto outcomes = runRanks(4, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+    if (ctx.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      fwCommAbort(comm);
+      return 0;
+    }
+    const int leaveOut = 1;
+    fwComm_t shrunk = nullptr;
+    RANK_CHECK(ctx, fwCommShrink(comm, &leaveOut, 1, FAIRWAY_SHRINK_DEFAULT, &shrunk) == fwSuccess, "fwCommShrink");
+    if (shrunk != nullptr) {
+      failures += checkedAllReduces(ctx, shrunk, 20, 100);
+      fwCommDestroy(shrunk);
+    }
+    fwCommAbort(comm);
+    return failures;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// Survivors that name different ranks to leave out are told so, naming the
+// lists. Rank 2, which rank 0 leaves out, never hears rank 0; it sees the
+// others leave (their processes exit) and may go on alone.
+TEST_F(Recovery, SurvivorsThatDisagreeAreRefused) {
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+    const int leaveOut = 2;
+    fwComm_t shrunk = nullptr;
+    const fwResult_t r = ctx.rank == 0 ? fwCommShrink(comm, &leaveOut, 1, FAIRWAY_SHRINK_DEFAULT, &shrunk)
+                                       : fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_DEFAULT, &shrunk);
+    if (ctx.rank == 2) {
+      int size = 0;
+      if (shrunk != nullptr) fwCommCount(shrunk, &size);
+      RANK_CHECK(ctx, r != fwSuccess || size == 1, "rank 2 joined a communicator of " + std::to_string(size));
+      if (shrunk != nullptr) fwCommDestroy(shrunk);
+      fwCommAbort(comm);
+      return failures;
+    }
+    RANK_CHECK(ctx, r == fwInvalidUsage, std::string("fwCommShrink gave ") + fwGetErrorString(r));
+    RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "different lists") != nullptr, "the message says why");
+    RANK_CHECK(ctx, shrunk == nullptr, "a communicator was made");
+    fwCommAbort(comm);
+    return failures;
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// Bad arguments get their own codes, and nothing is made.
+TEST_F(Recovery, BadShrinkArgumentsAreRefused) {
+  fwUniqueId id;
+  ASSERT_EQ(fwGetUniqueId(&id), fwSuccess);
+  fwComm_t comm = nullptr;
+  ASSERT_EQ(fwCommInitRank(&comm, 1, id, 0), fwSuccess) << fwGetLastErrorMessage();
+  fwComm_t shrunk = reinterpret_cast<fwComm_t>(0x1);
+  const int self = 0, outside = 5;
+  EXPECT_EQ(fwCommShrink(comm, nullptr, 0, 0, nullptr), fwInvalidPointer);
+  EXPECT_EQ(fwCommShrink(comm, nullptr, -1, 0, &shrunk), fwInvalidArgument);
+  EXPECT_EQ(shrunk, nullptr);
+  EXPECT_EQ(fwCommShrink(comm, nullptr, 1, 0, &shrunk), fwInvalidPointer);
+  EXPECT_EQ(fwCommShrink(comm, &outside, 1, 0, &shrunk), fwInvalidRank);
+  EXPECT_EQ(fwCommShrink(comm, &self, 1, 0, &shrunk), fwInvalidArgument);
+  EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "excludes itself"), nullptr) << fwGetLastErrorMessage();
+  EXPECT_EQ(fwCommShrink(comm, nullptr, 0, 4, &shrunk), fwInvalidArgument);
+  EXPECT_EQ(fwCommShrink(nullptr, nullptr, 0, 0, &shrunk), fwInvalidComm);
+  int count = -1;
+  EXPECT_EQ(fwCommGetFailedRanks(comm, nullptr, 0, &count), fwSuccess);
+  EXPECT_EQ(count, 0);
+  EXPECT_EQ(fwCommGetFailedRanks(comm, nullptr, 2, &count), fwInvalidPointer);
+  EXPECT_EQ(fwCommGetFailedRanks(comm, nullptr, 0, nullptr), fwInvalidPointer);
+  EXPECT_EQ(fwCommRevoke(nullptr), fwInvalidComm);
+  EXPECT_EQ(fwCommDestroy(comm), fwSuccess);
+}
+
+}  // namespace
+}  // namespace fairway::testing
