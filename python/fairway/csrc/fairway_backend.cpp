@@ -295,4 +295,36 @@ c10::intrusive_ptr<c10d::Backend> FairwayBackend::split(const c10::intrusive_ptr
                        store);
 }
 
+c10::intrusive_ptr<c10d::Backend> FairwayBackend::shrink(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) {
+  TORCH_CHECK((shrinkFlags & ~1) == 0, "fairway: shrink flags ", shrinkFlags, ": only SHRINK_DEFAULT (0) and SHRINK_ABORT (1)");
+  const std::vector<int> exclude(ranksToExclude.begin(), ranksToExclude.end());
+  fwComm_t shrunk = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(callMutex_);
+    const fwResult_t result =
+        fwCommShrink(comm_, exclude.data(), static_cast<int>(exclude.size()),
+                     (shrinkFlags & 1) ? FAIRWAY_SHRINK_ABORT : FAIRWAY_SHRINK_DEFAULT, &shrunk);
+    if (result != fwSuccess) throwFairwayError(result, "shrinking the group");
+  }
+  int rank = 0, count = 0;
+  fwCommUserRank(shrunk, &rank);
+  fwCommCount(shrunk, &count);
+  return c10::make_intrusive<FairwayBackend>(shrunk, rank, count, optsOverride ? optsOverride->timeout : timeout_,
+                                             store_, name_);
+}
+
+c10d::ErrorType FairwayBackend::getError() {
+  fwResult_t state = fwSuccess;
+  if (fwCommGetAsyncError(comm_, &state) != fwSuccess) return c10d::ErrorType::COMM_ERROR;
+  switch (state) {
+    case fwSuccess: return c10d::ErrorType::SUCCESS;
+    case fwTimeout: return c10d::ErrorType::TIMEOUT;
+    case fwRemoteError:
+    case fwRevoked: return c10d::ErrorType::REMOTE_ERROR;
+    default: return c10d::ErrorType::COMM_ERROR;
+  }
+}
+
 }  // namespace fairway_torch

@@ -57,6 +57,15 @@ class FairwayBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "fairway"; }
   bool supportsSplitting() const override { return true; }
+  // dist.shrink_group: the survivors (every rank not in ranksToExclude)
+  // agree with fwCommShrink and get a backend over the rest, ranks
+  // renumbered in order; SHRINK_ABORT revokes this group's communicator first.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                           const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) override;
+  // The communicator's state as torch's ErrorType: a peer's failure or a
+  // revocation is REMOTE_ERROR, a timeout TIMEOUT.
+  c10d::ErrorType getError() override;
   // Between startCoalescing and endCoalescing, calls are posted as usual;
   // endCoalescing's Work completes when all of them have, and fails if any
   // did.

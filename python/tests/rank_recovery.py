@@ -1,0 +1,100 @@
+"""Rank functions of test_recovery.py: a rank dies inside training, the
+survivors catch the error, shrink the group (fairway.torch.recovery's
+shrink_group, over dist.shrink_group) and go on; the DDP run's survivors end with the parameters a run of the remaining
+ranks from the same step reaches."""
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+from fairway.torch.recovery import SHRINK_ABORT, shrink_group
+
+STEPS = 12
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def batch(data_rank, step):
+    """The same batch whenever a rank's step is run, whatever the group."""
+    generator = torch.Generator().manual_seed(1000 * data_rank + step)
+    return torch.randn(8, 16, generator=generator), torch.randn(8, 4, generator=generator)
+
+
+def shrink_after_killed_peer(rank, world):
+    x = torch.ones(4)
+    dist.all_reduce(x)
+    if rank == world - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        for _ in range(100):
+            dist.all_reduce(x)
+        return "no error"
+    except RuntimeError:
+        pass
+    group = shrink_group([world - 1], shrink_flags=SHRINK_ABORT)
+    y = torch.full((4,), float(dist.get_rank(group) + 1))
+    dist.all_reduce(y, group=group)
+    return dist.get_rank(group), dist.get_world_size(group), y.tolist()
+
+
+def _step(model, optimizer, data_rank, step):
+    x, y = batch(data_rank, step)
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    optimizer.step()
+
+
+def ddp_survives_a_killed_rank(rank, world, victim, kill_step, snapshot):
+    """DDP for STEPS steps; `victim` dies at the start of step kill_step's
+    backward. Survivors restore the step's starting parameters, shrink, wrap
+    the model again and redo the step. Rank 0 of the survivors saves those
+    starting parameters to `snapshot` for the reference run."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    module = Mlp()
+    model = DDP(module, bucket_cap_mb=0.001)  # several buckets: the failure lands mid-backward
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.05)
+    step = 0
+    while step < STEPS:
+        start = [p.detach().clone() for p in module.parameters()]
+        if rank == victim and step == kill_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            _step(model, optimizer, rank, step)
+            step += 1
+        except RuntimeError:
+            with torch.no_grad():
+                for p, saved in zip(module.parameters(), start):
+                    p.copy_(saved)
+            shrink_group([victim], shrink_flags=SHRINK_ABORT)  # the new default group
+            if dist.get_rank() == 0:
+                torch.save(start, snapshot)
+            model = DDP(module, bucket_cap_mb=0.001)
+            optimizer = torch.optim.SGD(module.parameters(), lr=0.05)
+    # Plain data: a tensor sent to the parent needs its sender alive.
+    return [p.detach().numpy().copy() for p in module.parameters()], dist.get_world_size()
+
+
+def ddp_reference_from(rank, world, victim, kill_step, snapshot):
+    """The remaining ranks alone, from the snapshot at kill_step: each uses
+    the data of the rank it was before the shrink."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    module = Mlp()
+    with torch.no_grad():
+        for p, saved in zip(module.parameters(), torch.load(snapshot)):
+            p.copy_(saved)
+    model = DDP(module, bucket_cap_mb=0.001)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.05)
+    old_rank = rank if rank < victim else rank + 1
+    for step in range(kill_step, STEPS):
+        _step(model, optimizer, old_rank, step)
+    return [p.detach().numpy().copy() for p in module.parameters()]
