@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -169,6 +170,71 @@ INSTANTIATE_TEST_SUITE_P(Ranks, KilledRank,
                            return std::to_string(info.param.ranks) + "ranks_kill" + std::to_string(info.param.victim);
                          });
 
+// Trials at 8 ranks: a random rank (rank 0 included) dies at a random
+// point inside a random mix of collectives; in every other trial a second
+// rank dies as the survivors start to shrink. The survivors shrink
+// (calling again if a death during it leaves them with different views)
+// and run 1000 checked allreduces. FAIRWAY_RECOVERY_TRIALS sets the number
+// (3 by default; scripts/recovery_trials.sh runs 50).
+TEST_F(Recovery, RandomKillsInRandomCollectives) {
+  const char* asked = std::getenv("FAIRWAY_RECOVERY_TRIALS");
+  const int trials = asked != nullptr ? std::max(1, std::atoi(asked)) : 3;
+  constexpr int kRanks = 8;
+  for (int trial = 0; trial < trials; ++trial) {
+    std::mt19937 plan(static_cast<unsigned>(0xfa11 + trial));
+    const int victim = static_cast<int>(plan() % kRanks);
+    const int dieAt = 1 + static_cast<int>(plan() % 20);
+    const int duringShrink = trial % 2 == 1 ? (victim + 1 + static_cast<int>(plan() % (kRanks - 1))) % kRanks : -1;
+    const unsigned seed = plan();
+    auto outcomes = runRanks(kRanks, [&](const RankContext& ctx) {
+      int failures = 0;
+      fwComm_t comm;
+      if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+      std::mt19937 calls(seed);  // the same calls on every rank
+      std::vector<float> a(1 << 15, 1.0f), b(kRanks << 15);
+      for (int i = 0; i < 1000; ++i) {
+        if (ctx.rank == victim && i == dieAt) raise(SIGKILL);
+        const size_t n = 1 + calls() % (1 << 12);
+        fwResult_t r = fwSuccess;
+        switch (calls() % 5) {
+          case 0: r = fwAllReduce(a.data(), b.data(), n, fwFloat32, fwSum, comm, nullptr); break;
+          case 1: r = fwBroadcast(a.data(), b.data(), n, fwFloat32, static_cast<int>(n % kRanks), comm, nullptr); break;
+          case 2: r = fwAllGather(a.data(), b.data(), n, fwFloat32, comm, nullptr); break;
+          case 3: r = fwReduceScatter(b.data(), a.data(), n, fwFloat32, fwSum, comm, nullptr); break;
+          default: r = fwAllToAll(b.data(), b.data() + (kRanks << 12), n / kRanks + 1, fwFloat32, comm, nullptr); break;
+        }
+        if (r == fwSuccess) continue;
+        if (ctx.rank == duringShrink) raise(SIGKILL);
+        fwComm_t shrunk = nullptr;
+        fwResult_t shrank = fwSuccess;
+        for (int attempt = 0; attempt < 3; ++attempt) {
+          shrank = fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_ABORT, &shrunk);
+          if (shrank == fwSuccess) break;
+        }
+        RANK_CHECK(ctx, shrank == fwSuccess, "fwCommShrink");
+        if (shrunk == nullptr) return failures;
+        int size = 0;
+        fwCommCount(shrunk, &size);
+        RANK_CHECK(ctx, size == kRanks - (duringShrink >= 0 ? 2 : 1), "the shrunk size " + std::to_string(size));
+        failures += checkedAllReduces(ctx, shrunk, 1000, 64);
+        RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy");
+        fwCommAbort(comm);
+        return failures;
+      }
+      reportFailure(ctx, "1000 calls succeeded although a rank was killed");
+      return failures + 1;
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      const bool killed = r == victim || r == duringShrink;
+      EXPECT_EQ(outcomes[r].exitCode, killed ? 128 + SIGKILL : 0)
+          << "trial " << trial << " (rank " << victim << " killed at call " << dieAt << ", rank " << duringShrink
+          << " in the shrink): rank " << r;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  expectNoSegmentsLeft();
+}
+
 // A stopped rank is a hang, not a death: the survivors find it by the
 // timeout and leave it out the same way. The harness kills it at its stall limit.
 class StoppedRank : public Recovery, public ::testing::WithParamInterface<int> {};
@@ -191,7 +257,9 @@ TEST_P(StoppedRank, IsFoundByTheTimeoutAndLeftOut) {
     return 1;
   }, RankOptions{8, true});
   for (int r = 0; r < ranks; ++r) {
-    if (r != 1) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+    if (r != 1) {
+      EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+    }
   }
 }
 INSTANTIATE_TEST_SUITE_P(Ranks, StoppedRank, ::testing::Values(4, 8, 16));
