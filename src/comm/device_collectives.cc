@@ -158,6 +158,13 @@ Status DeviceCollectives::waitForStream(void* startEvent) {
   }
 }
 
+Status DeviceCollectives::recordStart(void* stream, void** start) {
+  FW_RETURN_IF_ERROR(acquireEvent(start));
+  const Status recorded = device_.recordEvent(*start, stream);
+  if (!recorded.isOk()) releaseEvent(*start);
+  return recorded;
+}
+
 Status DeviceCollectives::runWhenStreamReaches(void* startEvent, uint32_t first,
                                                const std::function<Status(uint32_t firstSequence)>& body) {
   Status done = waitForStream(startEvent);
@@ -176,15 +183,10 @@ Status DeviceCollectives::runBeforeReturning(void* stream, uint32_t collectives,
                                              std::function<Status(uint32_t firstSequence)> body) {
   FW_RETURN_IF_ERROR(comm_.messenger().brokenStatus());
   void* start = nullptr;
-  FW_RETURN_IF_ERROR(acquireEvent(&start));
-  Status st = device_.recordEvent(start, stream);
-  if (!st.isOk()) {
-    releaseEvent(start);
-    return st;
-  }
+  FW_RETURN_IF_ERROR(recordStart(stream, &start));
   auto finished = std::make_shared<std::promise<Status>>();
   std::future<Status> outcome = finished->get_future();
-  st = comm_.startReserved(collectives, [this, start, finished, body = std::move(body)](uint32_t first) {
+  Status st = comm_.startReserved(collectives, [this, start, finished, body = std::move(body)](uint32_t first) {
     Status done = runWhenStreamReaches(start, first, body);
     finished->set_value(done);
     return done;
@@ -198,7 +200,8 @@ Status DeviceCollectives::runBeforeReturning(void* stream, uint32_t collectives,
   // communicator is broken, which ends the worker's waits at once.
   const auto bound = std::chrono::milliseconds(4 * timeoutMs_);
   if (outcome.wait_for(bound) != std::future_status::ready) {
-    const Status late(fwTimeout, "rank " + std::to_string(comm_.rank()) + ": a device call's first run did not end within " +
+    const Status late(fwTimeout, "rank " + std::to_string(comm_.rank()) +
+                                     ": a device call's first run did not end within " +
                                      std::to_string(4 * timeoutMs_) + " ms (4 x FAIRWAY_TIMEOUT_MS)");
     comm_.messenger().fail(late);
     if (outcome.wait_for(std::chrono::milliseconds(timeoutMs_)) != std::future_status::ready) return late;
@@ -211,14 +214,9 @@ Status DeviceCollectives::enqueueOnWorker(void* stream, uint32_t collectives,
   FW_RETURN_IF_ERROR(comm_.messenger().brokenStatus());
   if (doneFlag_ == nullptr) FW_RETURN_IF_ERROR(allocateDoneFlag(device_, &doneFlag_));
   void* start = nullptr;
-  FW_RETURN_IF_ERROR(acquireEvent(&start));
-  Status st = device_.recordEvent(start, stream);
-  if (!st.isOk()) {
-    releaseEvent(start);
-    return st;
-  }
+  FW_RETURN_IF_ERROR(recordStart(stream, &start));
   const uint32_t ticket = ++issued_;
-  st = device_.streamWaitFlag(stream, doneFlag_, ticket);
+  Status st = device_.streamWaitFlag(stream, doneFlag_, ticket);
   if (!st.isOk()) {
     releaseEvent(start);
     return st;

@@ -73,6 +73,8 @@ class DeviceCollectives {
   // timeout, cut short when the communicator breaks.
   Status waitForStream(void* startEvent);
   Status acquireEvent(void** out);
+  // An event from the pool, recorded on stream: where the worker starts.
+  Status recordStart(void* stream, void** start);
   void releaseEvent(void* event);
   // Two-phase across nodes with NCCL inside them: NCCL over this node's
   // ranks serves the node phase, made at the first such call.
