@@ -170,9 +170,10 @@ FAIRWAY_API fwResult_t fwCommGetFailedRanks(fwComm_t comm, int* failedRanks, int
  * no step depends on rank 0 or the bootstrap root being alive) and make a
  * new communicator of the others, ranks renumbered in their old order.
  * Survivors that passed different lists get fwInvalidUsage naming them; a
- * rank that others left out gets fwRemoteError. Every wait is bounded by
- * FAIRWAY_TIMEOUT_MS. The old communicator is left broken (or revoked):
- * destroy it. */
+ * rank that others left out gets fwRemoteError. Each exchange is bounded by
+ * FAIRWAY_TIMEOUT_MS and leaves a silent rank out, so the agreement ends
+ * however many ranks die during it. The old communicator is left broken
+ * (or revoked): destroy it. */
 FAIRWAY_API fwResult_t fwCommShrink(fwComm_t comm, const int* excludeRanks, int excludeCount, int flags,
                                     fwComm_t* newcomm);
 
