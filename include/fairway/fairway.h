@@ -111,6 +111,13 @@ FAIRWAY_API const char* fwGetLastErrorMessage(void);
 /* Rank 0 creates the id (it starts the bootstrap root in this process) and
  * passes it to every rank, which then calls fwCommInitRank. */
 FAIRWAY_API fwResult_t fwGetUniqueId(fwUniqueId* uniqueId);
+/* Stops the bootstrap root fwGetUniqueId started in this process for
+ * uniqueId, at once: an id made but not used (offered for a formation that
+ * chose another process's id) frees its thread and port instead of holding
+ * them until FAIRWAY_TIMEOUT_MS passes with no rank. Ranks forming a
+ * communicator through it fail, told why. An id this process does not
+ * serve (made elsewhere, or its root has ended) gets fwInvalidUsage. */
+FAIRWAY_API fwResult_t fwReleaseUniqueId(fwUniqueId uniqueId);
 FAIRWAY_API fwResult_t fwCommInitRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank);
 
 /* Settings of one communicator that override the environment's. Start
@@ -176,6 +183,22 @@ FAIRWAY_API fwResult_t fwCommGetFailedRanks(fwComm_t comm, int* failedRanks, int
  * (or revoked): destroy it. */
 FAIRWAY_API fwResult_t fwCommShrink(fwComm_t comm, const int* excludeRanks, int excludeCount, int flags,
                                     fwComm_t* newcomm);
+
+#define FAIRWAY_GROW_MEMBER (-1) /* fwCommGrow's rank on a member: it keeps its rank */
+/* Grows a communicator with processes that were not in it (replacements
+ * for lost ranks, or more): the new communicator has nranks ranks, the
+ * members first with the ranks they had, the joining processes after them.
+ * Every member of comm calls fwCommGrow(comm, nranks, growId,
+ * FAIRWAY_GROW_MEMBER, &newcomm); each joining process calls
+ * fwCommGrow(NULL, nranks, growId, rank, &newcomm), with a rank from comm's
+ * size to nranks - 1. growId comes from fwGetUniqueId on one member (its
+ * process serves the formation), which gives it to the other members (for
+ * instance by fwBroadcast over comm) and to the joining processes (out of
+ * band). Members keep comm's settings (fwConfig_t); joining processes take
+ * the environment's. comm stays as it was: destroy it when done. A process
+ * that calls fwCommInitRank with growId, or a joining rank below comm's
+ * size, makes every rank's call fail with fwInvalidUsage saying which. */
+FAIRWAY_API fwResult_t fwCommGrow(fwComm_t comm, int nranks, fwUniqueId growId, int rank, fwComm_t* newcomm);
 
 /* Device memory for buffers of device calls, on the calling thread's
  * current device (cudaMalloc), from the device runtime communicators use

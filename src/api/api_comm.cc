@@ -50,6 +50,13 @@ fwResult_t fwGetUniqueId(fwUniqueId* uniqueId) {
   return reportToCaller(st.withContext("fwGetUniqueId"));
 }
 
+fwResult_t fwReleaseUniqueId(fwUniqueId uniqueId) {
+  BootstrapId id;
+  Status st = decodeUniqueId(uniqueId, &id);
+  if (st.isOk()) st = stopBootstrapRoot(id);
+  return reportToCaller(st.withContext("fwReleaseUniqueId"));
+}
+
 namespace {
 
 // The caller's settings over the environment's; refuses what it cannot read.
@@ -77,7 +84,7 @@ Status initRank(fwComm_t* comm, int nranks, fwUniqueId commId, int rank, const f
   if (st.isOk()) st = applyUserConfig(user, &config);
   if (st.isOk()) {
     st = createAndRegister([&](std::unique_ptr<Communicator>* out) {
-      return createFromBootstrap(id, rank, nranks, config, out);
+      return createFromBootstrap(id, rank, nranks, config, BootstrapRole::init(), out);
     }, comm);
   }
   return st;
@@ -108,6 +115,38 @@ fwResult_t fwCommInitFromEnv(fwComm_t* comm) {
     st = createAndRegister([&](std::unique_ptr<Communicator>* out) { return createFromLauncher(config, out); }, comm);
   }
   return reportToCaller(st.withContext("fwCommInitFromEnv"));
+}
+
+fwResult_t fwCommGrow(fwComm_t comm, int nranks, fwUniqueId growId, int rank, fwComm_t* newcomm) {
+  if (newcomm == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwCommGrow: newcomm is NULL"));
+  *newcomm = nullptr;
+  Communicator* member = nullptr;
+  Status st = comm == nullptr ? Status::ok() : lookupComm(comm, &member);
+  if (st.isOk() && member != nullptr && rank != FAIRWAY_GROW_MEMBER) {
+    st = Status(fwInvalidArgument, "rank " + std::to_string(rank) +
+                                       " with a communicator: its members keep their ranks, pass FAIRWAY_GROW_MEMBER");
+  }
+  if (st.isOk() && member != nullptr && nranks <= member->size()) {
+    st = Status(fwInvalidArgument, "nranks " + std::to_string(nranks) + " does not grow a communicator of " +
+                                       std::to_string(member->size()) + " ranks");
+  }
+  if (st.isOk() && member == nullptr && rank == FAIRWAY_GROW_MEMBER) {
+    st = Status(fwInvalidArgument, "FAIRWAY_GROW_MEMBER without a communicator: a joining process passes its rank");
+  }
+  const int newRank = member != nullptr ? member->rank() : rank;
+  if (st.isOk()) st = checkRankAndSize(newRank, nranks);
+  BootstrapId id;
+  if (st.isOk()) st = decodeUniqueId(growId, &id);
+  Config config;
+  if (st.isOk() && member != nullptr) config = member->config();
+  if (st.isOk() && member == nullptr) st = Config::fromEnvironment(&config);
+  if (st.isOk()) {
+    const BootstrapRole role = member != nullptr ? BootstrapRole::member(member->size()) : BootstrapRole::joiner();
+    st = createAndRegister([&](std::unique_ptr<Communicator>* out) {
+      return createFromBootstrap(id, newRank, nranks, config, role, out);
+    }, newcomm);
+  }
+  return reportToCaller(st.withContext("fwCommGrow"));
 }
 
 fwResult_t fwCommSplit(fwComm_t comm, int color, int key, fwComm_t* newcomm) {

@@ -1,11 +1,16 @@
 #include "bootstrap/root.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,14 +79,26 @@ Status readArrived(const Socket& socket, FrameReader* reader, bool* complete) {
 class BootstrapRoot {
  public:
   BootstrapRoot(Socket listener, const uint8_t secret[kSecretBytes], int64_t timeoutMs)
-      : listener_(std::move(listener)), timeoutMs_(timeoutMs) {
+      : listener_(std::move(listener)), timeoutMs_(timeoutMs), stopFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     std::memcpy(secret_, secret, kSecretBytes);
+  }
+  ~BootstrapRoot() {
+    if (stopFd_ >= 0) close(stopFd_);
+  }
+
+  // From any thread: the root ends at its next wake-up.
+  void stop() {
+    const uint64_t one = 1;
+    if (stopFd_ >= 0) (void)!write(stopFd_, &one, sizeof(one));
   }
 
   void run() {
     Status st = serve();
     reportDropsNotLogged();
-    if (!st.isOk()) {
+    if (st.code() == fwSuccess) return;
+    if (stopped_ && admitted_ == 0) {
+      FW_LOG(Info, Bootstrap, "bootstrap root released before any rank joined");
+    } else {
       FW_LOG(Warn, Bootstrap, "bootstrap root giving up: %s", st.message().c_str());
       broadcastError(st.message());
     }
@@ -99,6 +116,7 @@ class BootstrapRoot {
       Deadline wakeBy = deadline;
       if (!newcomers_.empty()) wakeBy = std::min(wakeBy, newcomers_.front().helloBy);
       fds.clear();
+      fds.push_back(pollfd{stopFd_, POLLIN, 0});
       if (listener_.valid()) fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
       for (RankConnection& r : ranks_) {
         fds.push_back(pollfd{r.done || r.contributed ? -1 : r.socket.fd(), POLLIN, 0});
@@ -109,6 +127,10 @@ class BootstrapRoot {
       if (rc < 0) continue;
 
       size_t next = 0;
+      if (fds[next++].revents != 0) {
+        stopped_ = true;
+        return Status(fwInvalidUsage, "the process that made this unique id released it (fwReleaseUniqueId)");
+      }
       bool listenerReady = listener_.valid() && fds[next++].revents != 0;
       bool roundDone = false;
       for (RankConnection& r : ranks_) {
@@ -308,7 +330,19 @@ class BootstrapRoot {
   int drops_ = 0;
   std::vector<RankConnection> ranks_;
   std::list<Newcomer> newcomers_;  // oldest first
+  int stopFd_;                     // an eventfd: readable once stop() is called
+  bool stopped_ = false;
 };
+
+// The roots this process runs, by the id ranks reach them with, so
+// fwReleaseUniqueId can stop one. Entries of roots that have ended are
+// pruned whenever a root starts.
+std::mutex rootsMutex;
+std::map<std::string, std::weak_ptr<BootstrapRoot>> startedRoots;
+
+std::string keyOf(const BootstrapId& id) {
+  return id.root.toString() + "/" + std::string(reinterpret_cast<const char*>(id.secret), kSecretBytes);
+}
 
 }  // namespace
 
@@ -319,7 +353,30 @@ Status startBootstrapRoot(const SocketAddress& listenAddress, const uint8_t secr
   std::memcpy(id->secret, secret, kSecretBytes);
   FW_LOG(Info, Bootstrap, "bootstrap root listening on %s", id->root.toString().c_str());
   auto root = std::make_shared<BootstrapRoot>(std::move(listener), secret, timeoutMs);
+  {
+    std::lock_guard<std::mutex> lock(rootsMutex);
+    for (auto it = startedRoots.begin(); it != startedRoots.end();) {
+      it = it->second.expired() ? startedRoots.erase(it) : std::next(it);
+    }
+    startedRoots[keyOf(*id)] = root;
+  }
   std::thread([root] { root->run(); }).detach();
+  return Status::ok();
+}
+
+Status stopBootstrapRoot(const BootstrapId& id) {
+  std::shared_ptr<BootstrapRoot> root;
+  {
+    std::lock_guard<std::mutex> lock(rootsMutex);
+    auto it = startedRoots.find(keyOf(id));
+    if (it == startedRoots.end()) {
+      return Status(fwInvalidUsage, "the unique id's bootstrap root (" + id.root.toString() +
+                                        ") is not running in this process: it was made by another, or has ended");
+    }
+    root = it->second.lock();
+    startedRoots.erase(it);
+  }
+  if (root) root->stop();
   return Status::ok();
 }
 

@@ -15,4 +15,9 @@ namespace fairway {
 Status startBootstrapRoot(const SocketAddress& listenAddress, const uint8_t secret[kSecretBytes],
                           int64_t timeoutMs, BootstrapId* id);
 
+// Stops the root this process started for id: it admits no more ranks and
+// tells those it admitted why. An id of another process, or of a root that
+// has ended, gets fwInvalidUsage.
+Status stopBootstrapRoot(const BootstrapId& id);
+
 }  // namespace fairway

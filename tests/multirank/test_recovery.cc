@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/multirank/process_resources.h"
 #include "tests/multirank/rank_harness.h"
 
 namespace fairway::testing {
@@ -76,6 +78,16 @@ int checkedAllReduces(const RankContext& ctx, fwComm_t comm, int calls, size_t c
   return failures;
 }
 
+// Once its communicators are gone, a rank listens on no TCP port: no
+// bootstrap root (its own, or one made for a grow) and no transport listener lingers.
+int listensOnNoPort(const RankContext& ctx) {
+  int failures = 0;
+  std::string ports;
+  for (int port : listeningTcpPortsOfThisProcess()) ports += " " + std::to_string(port);
+  RANK_CHECK(ctx, ports.empty(), "still listening on TCP port(s)" + ports);
+  return failures;
+}
+
 // What a survivor does once a call fails: learn who failed, shrink, check
 // the new communicator's numbering, run `calls` checked allreduces. It
 // prints how long recovery took, from the failure's return and from the
@@ -107,7 +119,7 @@ int recover(const RankContext& ctx, fwComm_t comm, int victim, int calls, const 
   failures += checkedAllReduces(ctx, shrunk, calls, 1000);
   RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy of the shrunk communicator");
   fwCommAbort(comm);
-  return failures;
+  return failures + listensOnNoPort(ctx);
 }
 
 // No segment of this test's ranks is left in /dev/shm.
@@ -346,6 +358,228 @@ TEST_F(Recovery, SurvivorsThatDisagreeAreRefused) {
     return failures;
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// A page the test's processes share (mapped before the fork), through
+// which one process publishes a unique id to another that is not yet in
+// any communicator with it: what a job's store or launcher does.
+struct SharedIdBox {
+  struct Slot {
+    std::atomic<int> ready;
+    fwUniqueId id;
+  };
+  SharedIdBox() {
+    void* page = mmap(nullptr, sizeof(Slot) * 2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    slots = page == MAP_FAILED ? nullptr : static_cast<Slot*>(page);
+  }
+  ~SharedIdBox() { if (slots != nullptr) munmap(slots, sizeof(Slot) * 2); }
+  void publish(int slot, const fwUniqueId& id) const {
+    slots[slot].id = id;
+    slots[slot].ready.store(1);
+  }
+  // Waits for the id, at most twice the timeout.
+  bool take(int slot, fwUniqueId* id) const {
+    const auto start = Clock::now();
+    while (slots[slot].ready.load() == 0) {
+      if (msSince(start) > 2 * kTimeoutMs) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    *id = slots[slot].id;
+    return true;
+  }
+  Slot* slots = nullptr;
+};
+
+// Equal on every rank of comm: what rank 0 of comm holds (the broadcast
+// a replacement receives its parameters by), checked element by element.
+int holdsWhatRankZeroHolds(const RankContext& ctx, fwComm_t comm, std::vector<float>& params) {
+  int failures = 0, rank = -1;
+  fwCommUserRank(comm, &rank);
+  std::vector<float> got(params.size());
+  RANK_CHECK(ctx, fwBroadcast(params.data(), got.data(), params.size(), fwFloat32, 0, comm, nullptr) == fwSuccess,
+             "the broadcast of the parameters");
+  if (rank != 0) params = got;
+  std::vector<float> all(params.size() * 4);
+  int size = 0;
+  fwCommCount(comm, &size);
+  all.resize(params.size() * size);
+  RANK_CHECK(ctx, fwAllGather(params.data(), all.data(), params.size(), fwFloat32, comm, nullptr) == fwSuccess,
+             "the allgather of the parameters");
+  for (int r = 1; r < size && failures == 0; ++r) {
+    RANK_CHECK(ctx, std::memcmp(all.data(), all.data() + r * params.size(), params.size() * sizeof(float)) == 0,
+               "rank " + std::to_string(r) + " holds other parameters than rank 0");
+  }
+  return failures;
+}
+
+// The full cycle at 4 ranks: rank 0 (the bootstrap root's host) is killed,
+// the 3 survivors shrink, and a replacement process that was in no
+// communicator joins them through fwCommGrow with an id a survivor made;
+// the 4 ranks then hold the same parameters and run checked collectives.
+TEST_F(Recovery, AReplacementJoinsTheSurvivors) {
+  SharedIdBox box;  // slot 0: the first communicator's id, slot 1: the grow id
+  SharedClock death;
+  constexpr int kRanks = 4, kReplacement = 4, kVictim = 0;
+  auto outcomes = runRanks(kRanks + 1, [&](const RankContext& ctx) {
+    int failures = 0;
+    std::vector<float> params(4096);
+    for (size_t i = 0; i < params.size(); ++i) params[i] = static_cast<float>(i % 97) * (ctx.rank + 1);
+    fwUniqueId growId;
+    if (ctx.rank == kReplacement) {
+      if (!box.take(1, &growId)) {
+        reportFailure(ctx, "no grow id was published");
+        return 1;
+      }
+      const auto start = Clock::now();
+      fwComm_t grown = nullptr;
+      RANK_CHECK(ctx, fwCommGrow(nullptr, kRanks, growId, kRanks - 1, &grown) == fwSuccess, "fwCommGrow (joining)");
+      if (grown == nullptr) return failures;
+      std::printf("grow: the replacement joined %.1f ms after it got the id\n", msSince(start));
+      failures += holdsWhatRankZeroHolds(ctx, grown, params);
+      failures += checkedAllReduces(ctx, grown, 200, 1000);
+      RANK_CHECK(ctx, fwCommDestroy(grown) == fwSuccess, "fwCommDestroy of the grown communicator");
+      return failures + listensOnNoPort(ctx);
+    }
+    fwUniqueId firstId;
+    if (ctx.rank == 0) {
+      RANK_CHECK(ctx, fwGetUniqueId(&firstId) == fwSuccess, "fwGetUniqueId");
+      box.publish(0, firstId);
+    } else if (!box.take(0, &firstId)) {
+      reportFailure(ctx, "no id for the first communicator");
+      return 1;
+    }
+    fwComm_t comm = nullptr;
+    if (fwCommInitRank(&comm, kRanks, firstId, ctx.rank) != fwSuccess) {
+      reportFailure(ctx, std::string("init: ") + fwGetLastErrorMessage());
+      return 1;
+    }
+    std::vector<float> a(1 << 12, 1.0f), b(1 << 12);
+    for (int i = 0; i < 100; ++i) {
+      if (ctx.rank == kVictim && i == 5) {
+        death.markNow();
+        raise(SIGKILL);
+      }
+      if (fwAllReduce(a.data(), b.data(), a.size(), fwFloat32, fwSum, comm, nullptr) == fwSuccess) continue;
+      fwComm_t shrunk = nullptr;
+      RANK_CHECK(ctx, fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_ABORT, &shrunk) == fwSuccess, "fwCommShrink");
+      if (shrunk == nullptr) return failures;
+      int rank = -1;
+      fwCommUserRank(shrunk, &rank);
+      // A survivor makes the grow id, gives it to the other survivors over
+      // the shrunk communicator and to the replacement out of band.
+      if (rank == 0) {
+        RANK_CHECK(ctx, fwGetUniqueId(&growId) == fwSuccess, "fwGetUniqueId for the grow");
+        box.publish(1, growId);
+      }
+      RANK_CHECK(ctx, fwBroadcast(&growId, &growId, sizeof(growId), fwUint8, 0, shrunk, nullptr) == fwSuccess,
+                 "the broadcast of the grow id");
+      fwComm_t grown = nullptr;
+      RANK_CHECK(ctx, fwCommGrow(shrunk, kRanks, growId, FAIRWAY_GROW_MEMBER, &grown) == fwSuccess,
+                 "fwCommGrow (member)");
+      if (grown == nullptr) return failures;
+      int grownRank = -1, grownSize = 0;
+      fwCommUserRank(grown, &grownRank);
+      fwCommCount(grown, &grownSize);
+      RANK_CHECK(ctx, grownRank == rank && grownSize == kRanks,
+                 "rank " + std::to_string(rank) + " became rank " + std::to_string(grownRank) + " of " +
+                     std::to_string(grownSize));
+      if (rank == 0) {
+        std::printf("grow: 4 ranks again %.1f ms after rank %d ended\n", death.msSinceMark(), kVictim);
+      }
+      failures += holdsWhatRankZeroHolds(ctx, grown, params);
+      failures += checkedAllReduces(ctx, grown, 200, 1000);
+      RANK_CHECK(ctx, fwCommDestroy(grown) == fwSuccess, "fwCommDestroy of the grown communicator");
+      // The shrunk communicator stays as it was.
+      failures += checkedAllReduces(ctx, shrunk, 5, 100);
+      RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy of the shrunk communicator");
+      fwCommAbort(comm);
+      return failures + listensOnNoPort(ctx);
+    }
+    reportFailure(ctx, "100 calls succeeded although a rank was killed");
+    return failures + 1;
+  }, RankOptions{0, false});
+  for (int r = 0; r <= kRanks; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, r == kVictim ? 128 + SIGKILL : 0) << "rank " << r;
+  }
+  expectNoSegmentsLeft();
+}
+
+// A grow id serves fwCommGrow only, members keep their ranks, and joining
+// processes take the ranks after them: each misuse fails on every rank,
+// naming it, and makes nothing.
+TEST_F(Recovery, MisusedGrowIsRefusedOnEveryRank) {
+  SharedIdBox box;
+  auto outcomes = runRanks(3, [&](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t pair = nullptr;
+    fwUniqueId pairId, growId;
+    // Ranks 0 and 1 form a communicator; rank 2 is outside it.
+    if (ctx.rank == 0) {
+      RANK_CHECK(ctx, fwGetUniqueId(&pairId) == fwSuccess, "fwGetUniqueId");
+      box.publish(0, pairId);
+    }
+    if (ctx.rank == 1 && !box.take(0, &pairId)) return 1;
+    if (ctx.rank < 2) RANK_CHECK(ctx, fwCommInitRank(&pair, 2, pairId, ctx.rank) == fwSuccess, "init of the pair");
+    // 1. The outside process calls fwCommInitRank with the grow id.
+    if (ctx.rank == 0) {
+      RANK_CHECK(ctx, fwGetUniqueId(&growId) == fwSuccess, "fwGetUniqueId for the grow");
+      box.publish(1, growId);
+    }
+    if (ctx.rank != 0 && !box.take(1, &growId)) return 1;
+    fwComm_t made = nullptr;
+    const fwResult_t r = ctx.rank < 2 ? fwCommGrow(pair, 3, growId, FAIRWAY_GROW_MEMBER, &made)
+                                      : fwCommInitRank(&made, 3, growId, 2);
+    RANK_CHECK(ctx, r == fwInvalidUsage, std::string("a grow joined by fwCommInitRank gave ") + fwGetErrorString(r));
+    RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), "called fwCommInitRank") != nullptr, "the message says why");
+    RANK_CHECK(ctx, made == nullptr, "a communicator was made");
+    // Arguments each rank checks alone.
+    if (ctx.rank == 0) {
+      RANK_CHECK(ctx, fwCommGrow(pair, 2, growId, FAIRWAY_GROW_MEMBER, &made) == fwInvalidArgument, "nranks 2");
+      RANK_CHECK(ctx, fwCommGrow(pair, 3, growId, 0, &made) == fwInvalidArgument, "a member's rank");
+      RANK_CHECK(ctx, fwCommGrow(nullptr, 3, growId, FAIRWAY_GROW_MEMBER, &made) == fwInvalidArgument,
+                 "a joiner without a rank");
+      RANK_CHECK(ctx, fwCommGrow(nullptr, 3, growId, 3, &made) == fwInvalidRank, "a joiner's rank 3 of 3");
+      RANK_CHECK(ctx, fwCommGrow(pair, 3, growId, FAIRWAY_GROW_MEMBER, nullptr) == fwInvalidPointer, "newcomm NULL");
+      fwUniqueId garbage;
+      std::memset(&garbage, 0x5a, sizeof(garbage));
+      RANK_CHECK(ctx, fwCommGrow(pair, 3, garbage, FAIRWAY_GROW_MEMBER, &made) != fwSuccess, "a made-up id");
+      RANK_CHECK(ctx, made == nullptr, "a communicator was made");
+    }
+    if (pair != nullptr) RANK_CHECK(ctx, fwCommDestroy(pair) == fwSuccess, "fwCommDestroy");
+    return failures;
+  }, RankOptions{0, false});
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// An id made but not used frees its port at once when released, and a
+// rank already waiting on it is told why instead of waiting out the timeout.
+TEST_F(Recovery, AnUnusedIdIsReleased) {
+  const std::vector<int> before = listeningTcpPortsOfThisProcess();
+  fwUniqueId id;
+  ASSERT_EQ(fwGetUniqueId(&id), fwSuccess) << fwGetLastErrorMessage();
+  EXPECT_EQ(listeningTcpPortsOfThisProcess().size(), before.size() + 1);
+  fwResult_t joined = fwSuccess;
+  double joinMs = 0;
+  std::thread waiter([&] {
+    const auto start = Clock::now();
+    fwComm_t comm = nullptr;
+    joined = fwCommInitRank(&comm, 2, id, 1);  // rank 0 never comes
+    joinMs = msSince(start);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(fwReleaseUniqueId(id), fwSuccess) << fwGetLastErrorMessage();
+  waiter.join();
+  EXPECT_NE(joined, fwSuccess);
+  EXPECT_LT(joinMs, kTimeoutMs / 2) << "the waiting rank was not told";
+  for (int i = 0; i < 100 && listeningTcpPortsOfThisProcess().size() > before.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listeningTcpPortsOfThisProcess(), before);
+  EXPECT_EQ(fwReleaseUniqueId(id), fwInvalidUsage);
+  EXPECT_NE(std::strstr(fwGetLastErrorMessage(), "not running in this process"), nullptr) << fwGetLastErrorMessage();
+  fwUniqueId garbage;
+  std::memset(&garbage, 0x5a, sizeof(garbage));
+  EXPECT_EQ(fwReleaseUniqueId(garbage), fwInvalidArgument);
 }
 
 // Bad arguments get their own codes, and nothing is made.
