@@ -96,7 +96,7 @@ def torch_names_macros():
 
 sources = ["fairway/csrc/" + name for name in (
     "fairway_backend.cpp", "collectives.cpp", "coalesced.cpp", "exchanges.cpp", "work.cpp", "tensors.cpp",
-    "completions.cpp", "scratch_pool.cpp", "module.cpp")]
+    "completions.cpp", "scratch_pool.cpp", "reconfigure.cpp", "module.cpp")]
 common = dict(
     libraries=["fairway"],
     define_macros=torch_names_macros(),

@@ -98,3 +98,59 @@ def ddp_reference_from(rank, world, victim, kill_step, snapshot):
     for step in range(kill_step, STEPS):
         _step(model, optimizer, old_rank, step)
     return [p.detach().numpy().copy() for p in module.parameters()]
+
+
+def reconfigure_forms_a_group(rank, world):
+    """Reconfigure re-forms the default group from the handles (a list:
+    ranks by position; a set: sorted) and refuses a used uuid or handles
+    that are none of this process's; a backend made deferred (what
+    enable_reconfigure makes) has no communicator until reconfigure."""
+    from fairway.torch import FairwayBackend
+
+    group = dist.group.WORLD
+    assert dist._supports_reconfigure(group)
+    outcome = {}
+
+    def gathered_handles():
+        handles = [None] * world
+        dist.all_gather_object(handles, dist._get_reconfigure_handle(group))
+        return handles
+
+    handles = gathered_handles()
+    dist._reconfigure(uuid=1, handles=list(reversed(handles)), group=group).wait()  # ranks reversed
+    x = torch.full((2,), float(group.rank() + 1))
+    dist.all_reduce(x, group=group)
+    outcome["reversed"] = (group.rank(), group.size(), x.tolist())
+
+    handles = gathered_handles()
+    my_handle = handles[group.rank()]
+    dist._reconfigure(uuid=2, handles=set(handles), group=group).wait()
+    outcome["set_rank"] = (group.rank(), sorted(handles).index(my_handle))
+    mine = dist._get_reconfigure_handle(group)
+    for name, attempt in (("used uuid", lambda: dist._reconfigure(uuid=2, handles=[mine], group=group)),
+                          ("not mine", lambda: dist._reconfigure(uuid=3, handles=["fairway-reconfigure:1:" + "0" * 256],
+                                                                  group=group)),
+                          ("garbage", lambda: dist._reconfigure(uuid=4, handles=["x"], group=group))):
+        try:
+            attempt()
+            outcome[name] = "no error"
+        except (RuntimeError, ValueError) as error:
+            outcome[name] = str(error)
+    y = torch.ones(3)
+    dist.all_reduce(y, group=group)  # the group formed at uuid 2 still works
+    outcome["after"] = y.tolist()
+
+    deferred = FairwayBackend(dist.HashStore(), 0, 1, 5000, "fairway", deferred=True)
+    try:
+        deferred.allreduce([torch.ones(1)]).wait()
+        outcome["before"] = "no error"
+    except RuntimeError as error:
+        outcome["before"] = str(error)
+    options = torch._C._distributed_c10d.ReconfigureOptions()
+    options.uuid = 7
+    options.handles = [deferred.get_reconfigure_handle()]
+    deferred.reconfigure(options).wait()
+    z = torch.full((2,), 5.0)
+    deferred.allreduce([z]).wait()
+    outcome["deferred"] = (deferred.rank(), deferred.size(), z.tolist())
+    return outcome

@@ -227,7 +227,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::endCoalescing() {
     work->finish(nullptr);
     return work;
   }
-  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: endCoalescing on a process group already shut down");
+  requireComm("endCoalescing");
   auto work = makeWork(c10d::OpType::COALESCED, {}, outputs);
   // Completes once the region's calls have, with the first error among them.
   Finish firstError = [works]() {

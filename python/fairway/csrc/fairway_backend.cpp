@@ -54,6 +54,12 @@ FairwayBackend::Finish FairwayBackend::copyOutAndRelease(at::Tensor flat, std::v
   };
 }
 
+void FairwayBackend::requireComm(const char* what) const {
+  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what,
+                   awaitingReconfigure_ ? " before reconfigure formed the group (made with enable_reconfigure)"
+                                        : " on a process group already shut down");
+}
+
 void FairwayBackend::checkRoot(int64_t root, const char* what) const {
   TORCH_CHECK_VALUE(root >= 0 && root < getSize(), "fairway: ", what, " root ", root,
                     " is not a rank of this group of ", getSize());
@@ -92,6 +98,13 @@ FairwayBackend::FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int
   if (created != fwSuccess) throwFairwayError(created, "creating the communicator of rank " + std::to_string(rank));
 }
 
+FairwayBackend::FairwayBackend(Deferred, c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                               std::chrono::milliseconds timeout, std::string name)
+    : c10d::Backend(rank, size), timeout_(timeout), store_(std::move(store)), name_(std::move(name)) {
+  makeTitles();
+  awaitingReconfigure_ = true;
+}
+
 FairwayBackend::FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
                                c10::intrusive_ptr<c10d::Store> store, std::string name)
     : c10d::Backend(rank, size), comm_(comm), timeout_(timeout), store_(std::move(store)), name_(std::move(name)) {
@@ -118,7 +131,7 @@ void FairwayBackend::shutdown() {
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                        std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                        Finish finish, const char* what, bool asyncOp) {
-  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
+  requireComm(what);
   auto work = makeWork(type, inputs, outputs);
   if (!asyncOp) {
     fwResult_t result;
@@ -147,7 +160,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
                                                            const Exchange& exchange,
                                                            const std::vector<at::Tensor>& inputs,
                                                            std::vector<at::Tensor> outputs, bool asyncOp) {
-  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
+  requireComm(what);
   ++collectives_;
   for (const auto& [from, to] : exchange.local) copyInto(to, from);
   // A gather's or scatter's list may hold views: every rank sends the same
@@ -200,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
                                                          std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                          const char* what) {
 #ifdef FAIRWAY_TORCH_CUDA
-  TORCH_CHECK_WITH(DistBackendError, comm_ != nullptr, "fairway: ", what, " on a process group already shut down");
+  requireComm(what);
   c10::cuda::CUDAGuard guard(device);
   // On the current stream: ordered after what the caller enqueued before,
   // and what it enqueues after sees the result (the tensors were made for

@@ -50,6 +50,11 @@ class FairwayBackend : public c10d::Backend {
   // another), which its profiler events carry.
   FairwayBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                  std::chrono::milliseconds timeout, std::string name = "fairway");
+  // For a group made with enable_reconfigure: no communicator until
+  // reconfigure forms one; calls before then fail, saying so.
+  struct Deferred {};
+  FairwayBackend(Deferred, c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                 std::chrono::milliseconds timeout, std::string name);
   // Adopts a communicator made by fwCommSplit.
   FairwayBackend(fwComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
                  c10::intrusive_ptr<c10d::Store> store, std::string name);
@@ -63,6 +68,17 @@ class FairwayBackend : public c10d::Backend {
   bool supportsShrinking() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
                                            const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) override;
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  // dist._reconfigure: a group re-formed with a new membership (survivors
+  // plus replacements, say). Each process's handle is a unique id whose
+  // bootstrap root it serves; reconfigure forms the communicator through
+  // the first handle's, ranks by position (a set: sorted), and releases
+  // the ids it offered that were not used. The old communicator, if any,
+  // is revoked and freed once the new one is formed.
+  bool supportsReconfigure() const override { return true; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
   // The communicator's state as torch's ErrorType: a peer's failure or a
   // revocation is REMOTE_ERROR, a timeout TIMEOUT.
   c10d::ErrorType getError() override;
@@ -256,8 +272,18 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduceScatterFlat(at::Tensor& output, at::Tensor& input,
                                                    const c10d::ReduceScatterOptions& opts, Finish after,
                                                    const char* what);
+  // Throws, saying why, when there is no communicator to call: shut down,
+  // or not formed yet (enable_reconfigure, before reconfigure).
+  void requireComm(const char* what) const;
   void checkRoot(int64_t root, const char* what) const;
   void checkTag(int tag, const char* what) const;
+
+  // The ids behind the handles this process has given out and no
+  // reconfigure has used yet; their roots run until then.
+  mutable std::mutex offeredMutex_;
+  mutable std::vector<fwUniqueId> offered_;
+  std::vector<int64_t> usedUuids_;  // reconfigure refuses one twice
+  bool awaitingReconfigure_ = false;  // made deferred, not formed yet
 
   fwComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;

@@ -1,7 +1,12 @@
 // The Python side of the backend: torch.distributed's creator calls
-// FairwayBackend(store, rank, size, timeout_ms, name); new_group on a group bound
+// FairwayBackend(store, rank, size, timeout_ms, name, deferred) (deferred:
+// enable_reconfigure, formed by reconfigure); new_group on a group bound
 // to a device splits through split_for_group / perform_nocolor_split.
+#include <algorithm>
+#include <vector>
+
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "fairway_backend.h"
@@ -16,11 +21,16 @@ PYBIND11_MODULE(_C, m) {
   py::module_::import("torch.distributed");  // registers c10d::Backend with pybind first
   py::class_<FairwayBackend, c10d::Backend, c10::intrusive_ptr<FairwayBackend>>(m, "FairwayBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs,
-                       const std::string& name) {
-             return c10::make_intrusive<FairwayBackend>(store, rank, size, std::chrono::milliseconds(timeoutMs), name);
+                       const std::string& name, bool deferred) {
+             const std::chrono::milliseconds timeout(timeoutMs);
+             if (deferred) {
+               return c10::make_intrusive<FairwayBackend>(FairwayBackend::Deferred{}, store, rank, size, timeout,
+                                                          name);
+             }
+             return c10::make_intrusive<FairwayBackend>(store, rank, size, timeout, name);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("name") = "fairway",
-           py::call_guard<py::gil_scoped_release>())
+           py::arg("deferred") = false, py::call_guard<py::gil_scoped_release>())
       .def("split_for_group",
            [](FairwayBackend& self, int color, int key, int size, int64_t timeoutMs,
               const c10::intrusive_ptr<c10d::Store>& store) {
@@ -31,6 +41,18 @@ PYBIND11_MODULE(_C, m) {
       .def("perform_nocolor_split", [](FairwayBackend& self, py::object) { self.performNocolorSplit(); },
            py::arg("device") = py::none())
       .def("comm_handle", [](FairwayBackend& self) { return reinterpret_cast<uintptr_t>(self.comm()); })
+      // fwCommGetFailedRanks: the group ranks this process knows to have failed, ascending.
+      .def("failed_ranks",
+           [](FairwayBackend& self) {
+             std::vector<int> ranks;
+             int count = 0;
+             if (self.comm() != nullptr && fwCommGetFailedRanks(self.comm(), nullptr, 0, &count) == fwSuccess) {
+               ranks.resize(count);
+               if (fwCommGetFailedRanks(self.comm(), ranks.data(), count, &count) != fwSuccess) ranks.clear();
+               ranks.resize(std::min<size_t>(ranks.size(), count));
+             }
+             return ranks;
+           })
       .def("allreduce_compressed",
            [](FairwayBackend& self, at::Tensor tensor, int kind, int blockSize, std::optional<at::Tensor> residual,
               bool average, bool asyncOp) {

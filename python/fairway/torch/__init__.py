@@ -37,7 +37,11 @@ def _create_backend(options, backend_options=None, name=BACKEND_NAME):
     carry it), for a creator registered under another name."""
     timeout_ms = _timeout_ms(options.timeout)
     parent = getattr(options, "split_from", None)
-    if isinstance(parent, FairwayBackend):
+    if getattr(options, "enable_reconfigure", False):
+        # The communicator forms at reconfigure, with the membership the handles give.
+        backend = FairwayBackend(options.store, options.group_rank, options.group_size, timeout_ms, name,
+                                 deferred=True)
+    elif isinstance(parent, FairwayBackend):
         # new_group on a default group bound to a device: a split of it,
         # colored by the group's lowest global rank (non-members split with
         # no color through perform_nocolor_split).
