@@ -41,6 +41,22 @@ class NativeCollectives {
   virtual Status asyncError() = 0;
   // Tears down at once, abandoning enqueued work (after a failure).
   virtual void abort() = 0;
+
+  // Whether shrink can make this communicator's successor here (NCCL's
+  // ncclCommShrink, NCCL 2.27 on, in the NCCL the process runs); where it
+  // cannot, the caller makes a communicator afresh.
+  virtual bool canShrink() const { return false; }
+  // Collective over the ranks not in `exclude` (ascending ranks of this
+  // communicator): their communicator, renumbered in order, made from this
+  // one. abortInFlight ends this one's in-flight work first, as after a
+  // failure (NCCL_SHRINK_ABORT).
+  virtual Status shrink(const std::vector<int>& exclude, bool abortInFlight,
+                        std::unique_ptr<NativeCollectives>* out) {
+    (void)exclude;
+    (void)abortInFlight;
+    out->reset();
+    return Status(fwInternalError, "this native transport cannot shrink a communicator");
+  }
 };
 
 struct NativeCollectivesEntry {

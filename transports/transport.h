@@ -21,7 +21,7 @@
 
 namespace fairway {
 
-constexpr int kTransportAbiVersion = 3;
+constexpr int kTransportAbiVersion = 4;
 
 // Where a buffer's bytes are. A message says it to its transport, which
 // then moves them without inspecting the pointer: UCX, left to find out,

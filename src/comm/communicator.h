@@ -112,6 +112,10 @@ class Communicator final : public CollectiveRunner {
                                std::vector<std::vector<uint8_t>>* all);
   // The survivors' agreement on whom a shrink leaves out (communicator_shrink.cc).
   Status agreeOnExcluded(uint32_t attempt, const std::set<int>& requested, std::set<int>* excluded);
+  // The shrunk communicator's NCCL communicator: this one's shrunk
+  // (ncclCommShrink) where every member's can, else none (made afresh at
+  // its first device call).
+  Status shrinkNativeInto(const std::set<int>& excluded, bool abortInFlight, Communicator* shrunk);
 
   Config config_;
   Selector selector_;

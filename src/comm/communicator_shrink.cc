@@ -119,7 +119,7 @@ Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::uni
   const uint32_t attempt = shrinkAttempts_++;
   if (flags & FAIRWAY_SHRINK_ABORT) {
     messenger_->revoke(Status(fwRevoked, "rank " + std::to_string(rank()) + " revoked the communicator to shrink it"));
-    if (device_) device_->abort();
+    if (device_) device_->abortForShrink();
   }
   executor_.drain();  // what is queued ends: done, or failed fast on a broken communicator
 
@@ -182,8 +182,33 @@ Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::uni
     }
     return Status::ok();
   };
-  return Communicator::create(oob, newRank, static_cast<int>(members.size()), config_, out)
-      .withContext("forming the shrunk communicator");
+  FW_RETURN_IF_ERROR(Communicator::create(oob, newRank, static_cast<int>(members.size()), config_, out)
+                         .withContext("forming the shrunk communicator"));
+  // In-flight NCCL work with a failed rank never ends: abort it then.
+  const bool abortInFlight = (flags & FAIRWAY_SHRINK_ABORT) || !messenger_->failedRanks().empty();
+  Status st = shrinkNativeInto(excluded, abortInFlight, out->get());
+  if (!st.isOk()) out->reset();
+  return st.withContext("shrinking the NCCL communicator");
+}
+
+Status Communicator::shrinkNativeInto(const std::set<int>& excluded, bool abortInFlight, Communicator* shrunk) {
+  // ncclCommShrink is collective: every member shrinks, or none does. The
+  // members decide together, over the shrunk communicator.
+  int32_t mine = device_ && shrunk->device_ && device_->nativeCanShrink() ? 1 : 0, all = 0;
+  FW_RETURN_IF_ERROR(shrunk->collective(makeArgs(CollectiveKind::AllReduce, &mine, &all, 1, fwInt32, fwMin)));
+  if (all == 0) {
+    // Not shrunk: one kept for a shrink (abortForShrink) is aborted now,
+    // as FAIRWAY_SHRINK_ABORT asked; the shrunk communicator makes its own.
+    if (abortInFlight && device_) device_->abort();
+    return Status::ok();
+  }
+  std::unique_ptr<NativeCollectives> native;
+  FW_RETURN_IF_ERROR(
+      device_->shrinkNative(std::vector<int>(excluded.begin(), excluded.end()), abortInFlight, &native));
+  shrunk->device_->adoptNative(std::move(native));
+  FW_LOG(Info, Coll, "rank %d: NCCL communicator shrunk to %d ranks (ncclCommShrink)", shrunk->rank(),
+         shrunk->size());
+  return Status::ok();
 }
 
 }  // namespace fairway

@@ -329,4 +329,27 @@ void DeviceCollectives::abort() {
   if (nodePhase_) nodePhase_->abort();
 }
 
+bool DeviceCollectives::nativeCanShrink() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return native_ && native_->canShrink();
+}
+
+void DeviceCollectives::abortForShrink() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (native_ && !native_->canShrink()) native_->abort();
+  if (nodePhase_) nodePhase_->abort();
+}
+
+Status DeviceCollectives::shrinkNative(const std::vector<int>& exclude, bool abortInFlight,
+                                       std::unique_ptr<NativeCollectives>* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!native_) return Status(fwInternalError, "no NCCL communicator to shrink");
+  return native_->shrink(exclude, abortInFlight, out);
+}
+
+void DeviceCollectives::adoptNative(std::unique_ptr<NativeCollectives> native) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  native_ = std::move(native);
+}
+
 }  // namespace fairway

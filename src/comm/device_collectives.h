@@ -51,6 +51,18 @@ class DeviceCollectives {
   Status asyncError();
   void abort();
 
+  // A shrink (communicator_shrink.cc). Whether this communicator's NCCL
+  // communicator exists and can shrink (ncclCommShrink).
+  bool nativeCanShrink();
+  // What FAIRWAY_SHRINK_ABORT aborts: everything but an NCCL communicator
+  // that can shrink (ncclCommShrink aborts its in-flight work itself).
+  void abortForShrink();
+  // Collective over the survivors: their NCCL communicator, made from this
+  // one by ncclCommShrink without the ranks in `exclude` (ascending).
+  Status shrinkNative(const std::vector<int>& exclude, bool abortInFlight, std::unique_ptr<NativeCollectives>* out);
+  // The shrunk communicator takes it instead of making one afresh.
+  void adoptNative(std::unique_ptr<NativeCollectives> native);
+
  private:
   Status ensureNative();
   Status createNative(int rank, int size, const uint8_t* idRecord, int maker, std::unique_ptr<NativeCollectives>* out,

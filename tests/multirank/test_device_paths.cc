@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <cstdlib>
 #include <thread>
 #include <unistd.h>
@@ -393,6 +395,72 @@ TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Paths, DeviceAsyncError, ::testing::Values(kStaged, kDirect, kNcclStaged), pathName);
+
+// A shrink after a death keeps the device path: where every survivor's
+// NCCL communicator can shrink (the host-emulated stand-in shrinks the
+// Fairway communicator underneath; NCCL 2.27 on has ncclCommShrink), the
+// shrunk communicator takes it instead of making one afresh, says so at
+// INFO, and its device allreduces give the survivors' sums.
+TEST(DeviceShrink, NcclCommunicatorShrinksWithTheSurvivors) {
+  SKIP_UNLESS_PATH_RUNS(kNcclStaged, 3);
+  char dir[] = "/tmp/fairway-device-shrink-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string logs = dir;
+  setenv("FAIRWAY_DEBUG", "INFO", 1);
+  setenv("FAIRWAY_DEBUG_SUBSYS", "COLL", 1);
+  setenv("FAIRWAY_DEBUG_FILE", (logs + "/rank-%p.log").c_str(), 1);
+  auto outcomes = runRanks(3, [logs](const RankContext& ctx) {
+    setenv("FAIRWAY_TIMEOUT_MS", "5000", 1);
+    usePath(kNcclStaged);
+    fwComm_t comm;
+    if (initComm(ctx, &comm)) return 1;
+    int failures = 0;
+    constexpr size_t kCount = 4096;
+    GuardedBuffer buffer(kCount * sizeof(float), true);
+    fwStream_t stream = createTestStream();
+    RANK_CHECK(ctx, fillOnDevice<float>(buffer, kCount, [](size_t) { return 1.0f; }), "filling the buffer");
+    RANK_CHECK(ctx, fwAllReduce(buffer.data(), buffer.data(), kCount, fwFloat32, fwSum, comm, stream) == fwSuccess &&
+                        synchronizeTestStream(stream) == 0,
+               "the device allreduce that makes the NCCL communicator");
+    RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "fwBarrier");
+    if (ctx.rank == 2) raise(SIGKILL);
+    // The survivors find the death (a host call waits for rank 2), then shrink.
+    float x = 1, y = 0;
+    RANK_CHECK(ctx, fwAllReduce(&x, &y, 1, fwFloat32, fwSum, comm, nullptr) != fwSuccess, "a call with rank 2 dead");
+    fwComm_t shrunk = nullptr;
+    RANK_CHECK(ctx, fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_ABORT, &shrunk) == fwSuccess, "fwCommShrink");
+    if (shrunk == nullptr) return failures;
+    for (int k = 1; k <= 20 && failures == 0; ++k) {
+      RANK_CHECK(ctx, fillOnDevice<float>(buffer, kCount, [&](size_t i) { return static_cast<float>(ctx.rank + k + i % 3); }),
+                 "refilling the buffer");
+      RANK_CHECK(ctx, fwAllReduce(buffer.data(), buffer.data(), kCount, fwFloat32, fwSum, shrunk, stream) == fwSuccess &&
+                          synchronizeTestStream(stream) == 0,
+                 "device allreduce " + std::to_string(k) + " on the shrunk communicator");
+      RANK_CHECK(ctx, buffer.fromDevice(), "reading the result");
+      const float* got = reinterpret_cast<const float*>(buffer.host());
+      for (size_t i = 0; i < kCount && failures == 0; ++i) {
+        const float want = static_cast<float>(0 + 1 + 2 * (k + static_cast<int>(i % 3)));  // ranks 0 and 1
+        RANK_CHECK(ctx, got[i] == want, "element " + std::to_string(i) + " of call " + std::to_string(k) + ": " +
+                                            std::to_string(got[i]) + ", want " + std::to_string(want));
+      }
+    }
+    std::ifstream log(logs + "/rank-" + std::to_string(getpid()) + ".log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    RANK_CHECK(ctx, text.find("NCCL communicator shrunk to 2 ranks") != std::string::npos,
+               "the log does not say the NCCL communicator was shrunk");
+    destroyTestStream(stream);
+    RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy of the shrunk communicator");
+    fwCommAbort(comm);
+    return failures;
+  });
+  for (const char* name : {"FAIRWAY_DEBUG", "FAIRWAY_DEBUG_SUBSYS", "FAIRWAY_DEBUG_FILE"}) unsetenv(name);
+  EXPECT_EQ(outcomes[2].exitCode, 128 + SIGKILL);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+    EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r;
+  }
+  std::filesystem::remove_all(logs);
+}
 
 struct Layout {
   const char* name;

@@ -12,6 +12,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -36,6 +37,7 @@ struct Api {
   decltype(&fwSend) send = nullptr;
   decltype(&fwRecv) recv = nullptr;
   decltype(&fwGetLastErrorMessage) lastError = nullptr;
+  decltype(&fwCommShrink) shrink = nullptr;  // optional: without it, no shrink
   bool complete() const {
     return getUniqueId && initRank && destroy && abort && allReduce && reduceScatter && allGather && broadcast &&
            reduce && send && recv && lastError;
@@ -58,6 +60,7 @@ const Api& api() {
     find(&a.send, "fwSend");
     find(&a.recv, "fwRecv");
     find(&a.lastError, "fwGetLastErrorMessage");
+    find(&a.shrink, "fwCommShrink");
     return a;
   }();
   return resolved;
@@ -124,6 +127,23 @@ class EmulatedNative final : public NativeCollectives {
   void abort() override {
     if (comm_ != nullptr) api().abort(comm_);
     comm_ = nullptr;
+  }
+
+  // ncclCommShrink's stand-in: the survivors shrink the Fairway
+  // communicator underneath, which agrees among them as NCCL's does.
+  bool canShrink() const override { return comm_ != nullptr && api().shrink != nullptr; }
+  Status shrink(const std::vector<int>& exclude, bool abortInFlight,
+                std::unique_ptr<NativeCollectives>* out) override {
+    out->reset();
+    if (!canShrink()) return Status(fwInternalError, "host-emulated NCCL: cannot shrink");
+    fwComm_t shrunk = nullptr;
+    const fwResult_t r = api().shrink(comm_, exclude.data(), static_cast<int>(exclude.size()),
+                                      abortInFlight ? FAIRWAY_SHRINK_ABORT : FAIRWAY_SHRINK_DEFAULT, &shrunk);
+    if (r != fwSuccess) return Status(r, std::string("host-emulated ncclCommShrink: ") + api().lastError());
+    int rank = 0;
+    for (int lower = 0; lower < rank_; ++lower) rank += std::find(exclude.begin(), exclude.end(), lower) == exclude.end() ? 1 : 0;
+    *out = std::make_unique<EmulatedNative>(shrunk, rank, size_ - static_cast<int>(exclude.size()), queue_);
+    return Status::ok();
   }
 
  private:

@@ -137,7 +137,39 @@ class NcclCollectives final : public NativeCollectives {
     comm_ = nullptr;
   }
 
+  bool canShrink() const override { return comm_ != nullptr && shrinkFunction() != nullptr; }
+
+  Status shrink(const std::vector<int>& exclude, bool abortInFlight,
+                std::unique_ptr<NativeCollectives>* out) override {
+    out->reset();
+    const ShrinkFunction shrinkComm = shrinkFunction();
+    if (comm_ == nullptr || shrinkComm == nullptr) {
+      return Status(fwInternalError, "nccl: ncclCommShrink is not in the NCCL this process runs");
+    }
+    std::vector<int> ranks(exclude);
+    ncclComm_t shrunk = nullptr;
+    const ncclResult_t r = shrinkComm(comm_, ranks.data(), static_cast<int>(ranks.size()), &shrunk, nullptr,
+                                      abortInFlight ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+    if (r != ncclSuccess) return ncclFailure("ncclCommShrink", r, comm_);
+    *out = std::make_unique<NcclCollectives>(shrunk);
+    return Status::ok();
+  }
+
  private:
+  // ncclCommShrink from the NCCL library ncclGetVersion came from (the one
+  // the process runs, perhaps torch's), or null where that NCCL predates
+  // it (2.27): looked up at run time, so an older NCCL still loads.
+  using ShrinkFunction = ncclResult_t (*)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
+  static ShrinkFunction shrinkFunction() {
+    static const ShrinkFunction found = [] {
+      Dl_info info{};
+      if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr) return ShrinkFunction{};
+      void* library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+      return library == nullptr ? ShrinkFunction{} : reinterpret_cast<ShrinkFunction>(dlsym(library, "ncclCommShrink"));
+    }();
+    return found;
+  }
+
   static cudaStream_t cudaStreamOf(void* stream) { return static_cast<cudaStream_t>(stream); }
   Status check(const char* what, ncclResult_t r) { return r == ncclSuccess ? Status::ok() : ncclFailure(what, r, comm_); }
   static Status unsupported() { return Status(fwInternalError, "nccl: type or op not native; the caller must check"); }
