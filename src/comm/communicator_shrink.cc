@@ -119,7 +119,7 @@ Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::uni
   const uint32_t attempt = shrinkAttempts_++;
   if (flags & FAIRWAY_SHRINK_ABORT) {
     messenger_->revoke(Status(fwRevoked, "rank " + std::to_string(rank()) + " revoked the communicator to shrink it"));
-    if (device_) device_->abortForShrink();
+    if (device_) device_->abortNcclExcept(device_->nativeCanShrink(), device_->nodePhaseCanShrink());
   }
   executor_.drain();  // what is queued ends: done, or failed fast on a broken communicator
 
@@ -193,21 +193,34 @@ Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::uni
 
 Status Communicator::shrinkNativeInto(const std::set<int>& excluded, bool abortInFlight, Communicator* shrunk) {
   // ncclCommShrink is collective: every member shrinks, or none does. The
-  // members decide together, over the shrunk communicator.
-  int32_t mine = device_ && shrunk->device_ && device_->nativeCanShrink() ? 1 : 0, all = 0;
-  FW_RETURN_IF_ERROR(shrunk->collective(makeArgs(CollectiveKind::AllReduce, &mine, &all, 1, fwInt32, fwMin)));
-  if (all == 0) {
-    // Not shrunk: one kept for a shrink (abortForShrink) is aborted now,
-    // as FAIRWAY_SHRINK_ABORT asked; the shrunk communicator makes its own.
-    if (abortInFlight && device_) device_->abort();
-    return Status::ok();
+  // members decide together, over the shrunk communicator: [0] the whole
+  // communicator's NCCL communicator, [1] the nodes'.
+  const bool devices = device_ && shrunk->device_;
+  int32_t mine[2] = {devices && device_->nativeCanShrink() ? 1 : 0, devices && device_->nodePhaseCanShrink() ? 1 : 0};
+  int32_t all[2] = {0, 0};
+  FW_RETURN_IF_ERROR(shrunk->collective(makeArgs(CollectiveKind::AllReduce, mine, all, 2, fwInt32, fwMin)));
+  // One kept for a shrink that is not to be is aborted now, as the abort
+  // asked; the shrunk communicator makes its own.
+  if (abortInFlight && devices) device_->abortNcclExcept(all[0] == 1, all[1] == 1);
+  if (all[0] == 1) {
+    std::unique_ptr<NativeCollectives> native;
+    FW_RETURN_IF_ERROR(
+        device_->shrinkNative(std::vector<int>(excluded.begin(), excluded.end()), abortInFlight, &native));
+    shrunk->device_->adoptNative(std::move(native));
+    FW_LOG(Info, Coll, "rank %d: NCCL communicator shrunk to %d ranks (ncclCommShrink)", shrunk->rank(),
+           shrunk->size());
   }
-  std::unique_ptr<NativeCollectives> native;
-  FW_RETURN_IF_ERROR(
-      device_->shrinkNative(std::vector<int>(excluded.begin(), excluded.end()), abortInFlight, &native));
-  shrunk->device_->adoptNative(std::move(native));
-  FW_LOG(Info, Coll, "rank %d: NCCL communicator shrunk to %d ranks (ncclCommShrink)", shrunk->rank(),
-         shrunk->size());
+  if (all[1] == 1) {
+    // This node's survivors shrink its NCCL communicator, without the node's excluded ranks (node-local numbering).
+    const int node = layout_.nodeOf(rank());
+    std::vector<int> localExcluded;
+    for (int r : excluded) if (layout_.nodeOf(r) == node) localExcluded.push_back(layout_.localRankOf(r));
+    std::unique_ptr<NativeCollectives> native;
+    FW_RETURN_IF_ERROR(device_->shrinkNodePhase(localExcluded, abortInFlight, &native));
+    shrunk->device_->adoptNodePhase(std::move(native));
+    FW_LOG(Info, Coll, "rank %d: node NCCL communicator shrunk to %d ranks (ncclCommShrink)", shrunk->rank(),
+           shrunk->layout().localSizeOf(shrunk->rank()));
+  }
   return Status::ok();
 }
 

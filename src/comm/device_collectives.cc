@@ -334,10 +334,15 @@ bool DeviceCollectives::nativeCanShrink() {
   return native_ && native_->canShrink();
 }
 
-void DeviceCollectives::abortForShrink() {
+bool DeviceCollectives::nodePhaseCanShrink() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (native_ && !native_->canShrink()) native_->abort();
-  if (nodePhase_) nodePhase_->abort();
+  return nodePhase_ && nodePhase_->native().canShrink();
+}
+
+void DeviceCollectives::abortNcclExcept(bool keepNative, bool keepNodePhase) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (native_ && !keepNative) native_->abort();
+  if (nodePhase_ && !keepNodePhase) nodePhase_->abort();
 }
 
 Status DeviceCollectives::shrinkNative(const std::vector<int>& exclude, bool abortInFlight,
@@ -350,6 +355,19 @@ Status DeviceCollectives::shrinkNative(const std::vector<int>& exclude, bool abo
 void DeviceCollectives::adoptNative(std::unique_ptr<NativeCollectives> native) {
   std::lock_guard<std::mutex> lock(mutex_);
   native_ = std::move(native);
+}
+
+Status DeviceCollectives::shrinkNodePhase(const std::vector<int>& exclude, bool abortInFlight,
+                                          std::unique_ptr<NativeCollectives>* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!nodePhase_) return Status(fwInternalError, "no node NCCL communicator to shrink");
+  return nodePhase_->native().shrink(exclude, abortInFlight, out);
+}
+
+void DeviceCollectives::adoptNodePhase(std::unique_ptr<NativeCollectives> native) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  nodePhase_ = std::make_unique<NativeNodePhase>(device_, timeoutMs_, std::move(native));
+  if (!ucxDirect()) pinnedRail();  // as ensureNodePhase makes it
 }
 
 }  // namespace fairway

@@ -51,17 +51,24 @@ class DeviceCollectives {
   Status asyncError();
   void abort();
 
-  // A shrink (communicator_shrink.cc). Whether this communicator's NCCL
-  // communicator exists and can shrink (ncclCommShrink).
+  // A shrink (communicator_shrink.cc) carries the NCCL communicators over:
+  // the whole communicator's (flat native collectives) and the node's
+  // (two-phase's node phase). Whether each exists and can shrink
+  // (ncclCommShrink).
   bool nativeCanShrink();
-  // What FAIRWAY_SHRINK_ABORT aborts: everything but an NCCL communicator
-  // that can shrink (ncclCommShrink aborts its in-flight work itself).
-  void abortForShrink();
-  // Collective over the survivors: their NCCL communicator, made from this
-  // one by ncclCommShrink without the ranks in `exclude` (ascending).
+  bool nodePhaseCanShrink();
+  // Aborts the NCCL communicators at once but for those `keep` names (the
+  // ones a shrink carries over: ncclCommShrink aborts their in-flight work).
+  void abortNcclExcept(bool keepNative, bool keepNodePhase);
+  // Collective over the survivors (of the node, for the node phase): their
+  // NCCL communicator, made from this one by ncclCommShrink without the
+  // ranks in `exclude` (ascending ranks of that communicator).
   Status shrinkNative(const std::vector<int>& exclude, bool abortInFlight, std::unique_ptr<NativeCollectives>* out);
-  // The shrunk communicator takes it instead of making one afresh.
+  Status shrinkNodePhase(const std::vector<int>& exclude, bool abortInFlight,
+                         std::unique_ptr<NativeCollectives>* out);
+  // The shrunk communicator takes them instead of making its own.
   void adoptNative(std::unique_ptr<NativeCollectives> native);
+  void adoptNodePhase(std::unique_ptr<NativeCollectives> native);
 
  private:
   Status ensureNative();

@@ -29,6 +29,8 @@ class NativeNodePhase final : public NodePhase {
   // Failures NCCL saw in enqueued work; tearing down at once after a failure.
   Status asyncError() { return native_->asyncError(); }
   void abort() { native_->abort(); }
+  // The node's NCCL communicator, for a shrink (ncclCommShrink).
+  NativeCollectives& native() { return *native_; }
 
  private:
   Status finish(Status enqueued);

@@ -396,12 +396,29 @@ TEST_P(DeviceAsyncError, KilledRankIsNamedByEverySurvivor) {
 }
 INSTANTIATE_TEST_SUITE_P(Paths, DeviceAsyncError, ::testing::Values(kStaged, kDirect, kNcclStaged), pathName);
 
-// A shrink after a death keeps the device path: where every survivor's
-// NCCL communicator can shrink (the host-emulated stand-in shrinks the
+// A shrink after a death keeps the device path's NCCL communicators: where
+// every survivor's can shrink (the host-emulated stand-in shrinks the
 // Fairway communicator underneath; NCCL 2.27 on has ncclCommShrink), the
-// shrunk communicator takes it instead of making one afresh, says so at
-// INFO, and its device allreduces give the survivors' sums.
-TEST(DeviceShrink, NcclCommunicatorShrinksWithTheSurvivors) {
+// shrunk communicator takes them instead of making its own, says so at
+// INFO, and its device allreduces give the survivors' sums. On one node
+// the whole communicator's NCCL communicator shrinks; on two, two-phase's
+// node communicators, each node losing a rank (3+3 to 2+2).
+struct ShrinkCase {
+  const char* name;
+  std::vector<std::string> nodeOfRank;
+  std::vector<int> victims;
+  const char* algorithm;  // FAIRWAY_ALGO for the device allreduces, or null
+  const char* logLine;
+};
+const ShrinkCase kShrinkOneNode{"one_node", {"a", "a", "a"}, {2}, nullptr, "NCCL communicator shrunk to 2 ranks"};
+const ShrinkCase kShrinkTwoNodes{"two_nodes", {"a", "a", "a", "b", "b", "b"}, {2, 4}, "allreduce:twophase",
+                                 "node NCCL communicator shrunk to 2 ranks"};
+
+class DeviceShrink : public ::testing::TestWithParam<const ShrinkCase*> {};
+
+TEST_P(DeviceShrink, NcclCommunicatorsShrinkWithTheSurvivors) {
+  const ShrinkCase& c = *GetParam();
+  const int ranks = static_cast<int>(c.nodeOfRank.size());
   SKIP_UNLESS_PATH_RUNS(kNcclStaged, 3);
   char dir[] = "/tmp/fairway-device-shrink-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -409,8 +426,10 @@ TEST(DeviceShrink, NcclCommunicatorShrinksWithTheSurvivors) {
   setenv("FAIRWAY_DEBUG", "INFO", 1);
   setenv("FAIRWAY_DEBUG_SUBSYS", "COLL", 1);
   setenv("FAIRWAY_DEBUG_FILE", (logs + "/rank-%p.log").c_str(), 1);
-  auto outcomes = runRanks(3, [logs](const RankContext& ctx) {
+  auto outcomes = runRanks(ranks, [&c, logs](const RankContext& ctx) {
     setenv("FAIRWAY_TIMEOUT_MS", "5000", 1);
+    setenv("FAIRWAY_NODE_ID", c.nodeOfRank[ctx.rank].c_str(), 1);
+    if (c.algorithm != nullptr) setenv("FAIRWAY_ALGO", c.algorithm, 1);
     usePath(kNcclStaged);
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
@@ -421,17 +440,23 @@ TEST(DeviceShrink, NcclCommunicatorShrinksWithTheSurvivors) {
     RANK_CHECK(ctx, fillOnDevice<float>(buffer, kCount, [](size_t) { return 1.0f; }), "filling the buffer");
     RANK_CHECK(ctx, fwAllReduce(buffer.data(), buffer.data(), kCount, fwFloat32, fwSum, comm, stream) == fwSuccess &&
                         synchronizeTestStream(stream) == 0,
-               "the device allreduce that makes the NCCL communicator");
+               "the device allreduce that makes the NCCL communicators");
     RANK_CHECK(ctx, fwBarrier(comm, nullptr) == fwSuccess, "fwBarrier");
-    if (ctx.rank == 2) raise(SIGKILL);
-    // The survivors find the death (a host call waits for rank 2), then shrink.
+    if (std::find(c.victims.begin(), c.victims.end(), ctx.rank) != c.victims.end()) raise(SIGKILL);
+    // The survivors find the deaths (a host call waits for the victims), then shrink.
     float x = 1, y = 0;
-    RANK_CHECK(ctx, fwAllReduce(&x, &y, 1, fwFloat32, fwSum, comm, nullptr) != fwSuccess, "a call with rank 2 dead");
+    RANK_CHECK(ctx, fwAllReduce(&x, &y, 1, fwFloat32, fwSum, comm, nullptr) != fwSuccess, "a call with ranks dead");
     fwComm_t shrunk = nullptr;
-    RANK_CHECK(ctx, fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_ABORT, &shrunk) == fwSuccess, "fwCommShrink");
+    for (int attempt = 0; attempt < 3 && shrunk == nullptr; ++attempt) {
+      (void)fwCommShrink(comm, nullptr, 0, FAIRWAY_SHRINK_ABORT, &shrunk);
+    }
+    RANK_CHECK(ctx, shrunk != nullptr, "fwCommShrink");
     if (shrunk == nullptr) return failures;
+    int size = 0, rank = -1;
+    fwCommCount(shrunk, &size);
+    fwCommUserRank(shrunk, &rank);
     for (int k = 1; k <= 20 && failures == 0; ++k) {
-      RANK_CHECK(ctx, fillOnDevice<float>(buffer, kCount, [&](size_t i) { return static_cast<float>(ctx.rank + k + i % 3); }),
+      RANK_CHECK(ctx, fillOnDevice<float>(buffer, kCount, [&](size_t i) { return static_cast<float>(rank + k + i % 3); }),
                  "refilling the buffer");
       RANK_CHECK(ctx, fwAllReduce(buffer.data(), buffer.data(), kCount, fwFloat32, fwSum, shrunk, stream) == fwSuccess &&
                           synchronizeTestStream(stream) == 0,
@@ -439,28 +464,29 @@ TEST(DeviceShrink, NcclCommunicatorShrinksWithTheSurvivors) {
       RANK_CHECK(ctx, buffer.fromDevice(), "reading the result");
       const float* got = reinterpret_cast<const float*>(buffer.host());
       for (size_t i = 0; i < kCount && failures == 0; ++i) {
-        const float want = static_cast<float>(0 + 1 + 2 * (k + static_cast<int>(i % 3)));  // ranks 0 and 1
+        const float want = static_cast<float>(size * (size - 1) / 2 + size * (k + static_cast<int>(i % 3)));
         RANK_CHECK(ctx, got[i] == want, "element " + std::to_string(i) + " of call " + std::to_string(k) + ": " +
                                             std::to_string(got[i]) + ", want " + std::to_string(want));
       }
     }
     std::ifstream log(logs + "/rank-" + std::to_string(getpid()) + ".log");
     const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    RANK_CHECK(ctx, text.find("NCCL communicator shrunk to 2 ranks") != std::string::npos,
-               "the log does not say the NCCL communicator was shrunk");
+    RANK_CHECK(ctx, text.find(c.logLine) != std::string::npos, std::string("the log does not say \"") + c.logLine + "\"");
     destroyTestStream(stream);
     RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy of the shrunk communicator");
     fwCommAbort(comm);
     return failures;
   });
   for (const char* name : {"FAIRWAY_DEBUG", "FAIRWAY_DEBUG_SUBSYS", "FAIRWAY_DEBUG_FILE"}) unsetenv(name);
-  EXPECT_EQ(outcomes[2].exitCode, 128 + SIGKILL);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+  for (int r = 0; r < ranks; ++r) {
+    const bool victim = std::find(c.victims.begin(), c.victims.end(), r) != c.victims.end();
+    EXPECT_EQ(outcomes[r].exitCode, victim ? 128 + SIGKILL : 0) << "rank " << r;
     EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r;
   }
   std::filesystem::remove_all(logs);
 }
+INSTANTIATE_TEST_SUITE_P(Layouts, DeviceShrink, ::testing::Values(&kShrinkOneNode, &kShrinkTwoNodes),
+                         [](const ::testing::TestParamInfo<const ShrinkCase*>& info) { return info.param->name; });
 
 struct Layout {
   const char* name;
