@@ -225,13 +225,17 @@ TEST_F(Recovery, RandomKillsInRandomCollectives) {
         }
         RANK_CHECK(ctx, shrank == fwSuccess, "fwCommShrink");
         if (shrunk == nullptr) return failures;
+        int failed[kRanks], count = 0;
+        RANK_CHECK(ctx, fwCommGetFailedRanks(comm, failed, kRanks, &count) == fwSuccess, "fwCommGetFailedRanks");
+        RANK_CHECK(ctx, std::find(failed, failed + std::min(count, kRanks), victim) != failed + std::min(count, kRanks),
+                   "the failed ranks do not name rank " + std::to_string(victim));
         int size = 0;
         fwCommCount(shrunk, &size);
         RANK_CHECK(ctx, size == kRanks - (duringShrink >= 0 ? 2 : 1), "the shrunk size " + std::to_string(size));
         failures += checkedAllReduces(ctx, shrunk, 1000, 64);
         RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy");
         fwCommAbort(comm);
-        return failures;
+        return failures + listensOnNoPort(ctx);
       }
       reportFailure(ctx, "1000 calls succeeded although a rank was killed");
       return failures + 1;
