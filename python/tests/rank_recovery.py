@@ -1,30 +1,21 @@
 """Rank functions of test_recovery.py: a rank dies inside training, the
 survivors catch the error, shrink the group (fairway.torch.recovery's
-shrink_group, over dist.shrink_group) and go on; the DDP run's survivors end with the parameters a run of the remaining
-ranks from the same step reaches."""
+shrink_group, over dist.shrink_group) and go on; the DDP run's survivors
+end with the parameters a run of the remaining ranks from the same step
+reaches. Also torch's reconfigure on the fairway backend."""
 import os
 import signal
+import sys
 
 import torch
 import torch.distributed as dist
 from fairway.torch.recovery import SHRINK_ABORT, shrink_group
 
+# The model and data of the recovery example, which test_recovery.py also runs whole.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from ddp_recovery import Mlp, batch  # noqa: E402
+
 STEPS = 12
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-def batch(data_rank, step):
-    """The same batch whenever a rank's step is run, whatever the group."""
-    generator = torch.Generator().manual_seed(1000 * data_rank + step)
-    return torch.randn(8, 16, generator=generator), torch.randn(8, 4, generator=generator)
 
 
 def shrink_after_killed_peer(rank, world):

@@ -8,7 +8,8 @@ import tempfile
 
 import numpy
 
-import rank_recovery
+import rank_recovery  # also puts python/examples on the path
+import ddp_recovery
 from harness import run_ranks
 
 ENV = {"FAIRWAY_TEST_PG_TIMEOUT_S": "20", "FAIRWAY_TEST_NO_TEARDOWN": "1", "FAIRWAY_TIMEOUT_MS": "5000"}
@@ -41,11 +42,6 @@ def test_a_replacement_joins_through_reconfigure():
     seed picks; the survivors shrink and go on, the supervisor starts a
     replacement, and torch's reconfigure brings the group back to 3 ranks.
     Every rank ends with the same parameters."""
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-    import ddp_recovery
-
     summary = ddp_recovery.run(ranks=3, steps=40, seed=7, limit_s=150)
     assert summary["final_world_sizes"] == [3, 3, 3]
     assert summary["identical_parameters"]

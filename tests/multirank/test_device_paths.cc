@@ -170,6 +170,34 @@ bool fillOnDevice(GuardedBuffer& buffer, size_t count, Fill value) {
   return buffer.toDevice();
 }
 
+// Each rank's INFO log of one subsystem, in a file per process, for tests
+// that check what the library says it did. Made before the ranks start
+// (rank 0 logs while it makes the unique id); undone, and the files
+// removed, when it goes.
+class RankLogs {
+ public:
+  explicit RankLogs(const char* subsystem) {
+    char dir[] = "/tmp/fairway-logs-XXXXXX";
+    if (mkdtemp(dir) != nullptr) dir_ = dir;
+    setenv("FAIRWAY_DEBUG", "INFO", 1);
+    setenv("FAIRWAY_DEBUG_SUBSYS", subsystem, 1);
+    setenv("FAIRWAY_DEBUG_FILE", (dir_ + "/rank-%p.log").c_str(), 1);
+  }
+  ~RankLogs() {
+    for (const char* name : {"FAIRWAY_DEBUG", "FAIRWAY_DEBUG_SUBSYS", "FAIRWAY_DEBUG_FILE"}) unsetenv(name);
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  bool made() const { return !dir_.empty(); }
+  // In a rank's process: what it has logged so far.
+  std::string ofThisProcess() const {
+    std::ifstream log(dir_ + "/rank-" + std::to_string(getpid()) + ".log");
+    return std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  std::string dir_;
+};
+
 // NCCL's stream semantics on the paths the worker drives: the call returns
 // while the stream is held before it, nothing is written yet, and work
 // enqueued on the stream after the call sees the result once the stream runs.
@@ -286,17 +314,11 @@ class DeviceTransports : public ::testing::TestWithParam<int> {};
 TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
   const int path = GetParam();
   SKIP_UNLESS_PATH_RUNS(path, 2);
-  char dir[] = "/tmp/fairway-transports-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string logs = dir;
-  // Set before the ranks start: rank 0 logs (making the unique id) before its body runs.
-  setenv("FAIRWAY_DEBUG", "INFO", 1);
-  setenv("FAIRWAY_DEBUG_SUBSYS", "TRANSPORT", 1);
-  setenv("FAIRWAY_DEBUG_FILE", (logs + "/rank-%p.log").c_str(), 1);
-  auto outcomes = runRanks(4, [path, logs](const RankContext& ctx) {
+  const RankLogs logs("TRANSPORT");
+  ASSERT_TRUE(logs.made());
+  auto outcomes = runRanks(4, [path, &logs](const RankContext& ctx) {
     usePath(path);
     setenv("FAIRWAY_NODE_ID", ctx.rank < 2 ? "node-a" : "node-b", 1);
-    const std::string log = logs + "/rank-" + std::to_string(getpid()) + ".log";
     fwComm_t comm;
     if (initComm(ctx, &comm)) return 1;
     int failures = 0;
@@ -316,22 +338,19 @@ TEST_P(DeviceTransports, OnePerLevelPerCommunicator) {
     failures += exchange(ctx, comm, stream, in, r, kCount, fwFloat32, peer, ctx.rank < 2);
     RANK_CHECK(ctx, synchronizeTestStream(stream) == 0, "the stream did not finish");
     failures = closeRank(ctx, comm, stream, failures);
-    std::FILE* f = std::fopen(log.c_str(), "r");
+    const std::string log = logs.ofThisProcess();
     int created = 0;
-    char line[1024];
-    while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
-      if (std::strstr(line, "transport 'ucx' created") != nullptr) ++created;
+    for (size_t at = log.find("transport 'ucx' created"); at != std::string::npos;
+         at = log.find("transport 'ucx' created", at + 1)) {
+      ++created;
     }
-    if (f != nullptr) std::fclose(f);
     if (created != 2) {
       reportFailure(ctx, "UCX transports created: " + std::to_string(created) + ", not 2 (one per level)");
       ++failures;
     }
     return failures;
   });
-  for (const char* name : {"FAIRWAY_DEBUG", "FAIRWAY_DEBUG_SUBSYS", "FAIRWAY_DEBUG_FILE"}) unsetenv(name);
   expectEveryRankPassed(outcomes);
-  std::filesystem::remove_all(logs);
 }
 // (Not the NCCL paths here: the emulated runtime's stand-in for NCCL is a
 // Fairway communicator of its own per node, with its own transports, where
@@ -420,13 +439,9 @@ TEST_P(DeviceShrink, NcclCommunicatorsShrinkWithTheSurvivors) {
   const ShrinkCase& c = *GetParam();
   const int ranks = static_cast<int>(c.nodeOfRank.size());
   SKIP_UNLESS_PATH_RUNS(kNcclStaged, 3);
-  char dir[] = "/tmp/fairway-device-shrink-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string logs = dir;
-  setenv("FAIRWAY_DEBUG", "INFO", 1);
-  setenv("FAIRWAY_DEBUG_SUBSYS", "COLL", 1);
-  setenv("FAIRWAY_DEBUG_FILE", (logs + "/rank-%p.log").c_str(), 1);
-  auto outcomes = runRanks(ranks, [&c, logs](const RankContext& ctx) {
+  const RankLogs logs("COLL");
+  ASSERT_TRUE(logs.made());
+  auto outcomes = runRanks(ranks, [&c, &logs](const RankContext& ctx) {
     setenv("FAIRWAY_TIMEOUT_MS", "5000", 1);
     setenv("FAIRWAY_NODE_ID", c.nodeOfRank[ctx.rank].c_str(), 1);
     if (c.algorithm != nullptr) setenv("FAIRWAY_ALGO", c.algorithm, 1);
@@ -469,21 +484,17 @@ TEST_P(DeviceShrink, NcclCommunicatorsShrinkWithTheSurvivors) {
                                             std::to_string(got[i]) + ", want " + std::to_string(want));
       }
     }
-    std::ifstream log(logs + "/rank-" + std::to_string(getpid()) + ".log");
-    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    RANK_CHECK(ctx, text.find(c.logLine) != std::string::npos, std::string("the log does not say \"") + c.logLine + "\"");
+    RANK_CHECK(ctx, logs.ofThisProcess().find(c.logLine) != std::string::npos, std::string("the log does not say \"") + c.logLine + "\"");
     destroyTestStream(stream);
     RANK_CHECK(ctx, fwCommDestroy(shrunk) == fwSuccess, "fwCommDestroy of the shrunk communicator");
     fwCommAbort(comm);
     return failures;
   });
-  for (const char* name : {"FAIRWAY_DEBUG", "FAIRWAY_DEBUG_SUBSYS", "FAIRWAY_DEBUG_FILE"}) unsetenv(name);
   for (int r = 0; r < ranks; ++r) {
     const bool victim = std::find(c.victims.begin(), c.victims.end(), r) != c.victims.end();
     EXPECT_EQ(outcomes[r].exitCode, victim ? 128 + SIGKILL : 0) << "rank " << r;
     EXPECT_FALSE(outcomes[r].timedOut) << "rank " << r;
   }
-  std::filesystem::remove_all(logs);
 }
 INSTANTIATE_TEST_SUITE_P(Layouts, DeviceShrink, ::testing::Values(&kShrinkOneNode, &kShrinkTwoNodes),
                          [](const ::testing::TestParamInfo<const ShrinkCase*>& info) { return info.param->name; });
