@@ -301,10 +301,14 @@ class BootstrapRoot {
     return Status::ok();
   }
 
+  // Highest rank first: the root runs in rank 0's process (the one that
+  // made the id, or rank 0 under a launcher), which may exit as soon as it
+  // reads its error, taking this thread with it; by then every other rank's
+  // error is written.
   void broadcastError(const std::string& why) {
-    for (RankConnection& r : ranks_) {
-      if (r.socket.valid()) {
-        (void)sendFrame(r.socket, FrameType::Error, why.data(), why.size(), deadlineAfterMs(500));
+    for (auto r = ranks_.rbegin(); r != ranks_.rend(); ++r) {
+      if (r->socket.valid()) {
+        (void)sendFrame(r->socket, FrameType::Error, why.data(), why.size(), deadlineAfterMs(500));
       }
     }
   }
