@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <variant>
 
 #include <c10/util/Exception.h>
@@ -85,29 +86,31 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::reconfigure(const c10d::Reconfigu
   TORCH_CHECK_VALUE(std::find(usedUuids_.begin(), usedUuids_.end(), opts.uuid) == usedUuids_.end(),
                     "fairway: reconfigure uuid ", opts.uuid, " was used before on this group: pass a fresh one");
   std::vector<fwUniqueId> ids;
-  for (size_t i = 0; i < members.size(); ++i) ids.push_back(idOf(members[i], i));
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (size_t j = i + 1; j < ids.size(); ++j) {
-      TORCH_CHECK_VALUE(!sameId(ids[i], ids[j]), "fairway: reconfigure handles ", i, " and ", j, " are the same");
-    }
+  std::unordered_map<std::string, size_t> positions;
+  for (size_t i = 0; i < members.size(); ++i) {
+    ids.push_back(idOf(members[i], i));
+    const auto placed = positions.emplace(members[i], i);
+    TORCH_CHECK_VALUE(placed.second, "fairway: reconfigure handles ", placed.first->second, " and ", i,
+                      " are the same");
   }
   // Every handle given out so far is spent by this call: each takes part
-  // here or in no formation at all.
+  // here or in no formation at all, so the unused ones are released
+  // before anything below can refuse the call.
   std::vector<fwUniqueId> offered;
   {
     std::lock_guard<std::mutex> lock(offeredMutex_);
     offered.swap(offered_);
   }
-  int rank = -1;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (const fwUniqueId& mine : offered) {
-      if (!sameId(ids[i], mine)) continue;
-      TORCH_CHECK_VALUE(rank < 0, "fairway: reconfigure handles ", rank, " and ", i, " are both this process's");
-      rank = static_cast<int>(i);
-    }
-  }
   for (const fwUniqueId& mine : offered) {
     if (!sameId(mine, ids[0])) (void)fwReleaseUniqueId(mine);
+  }
+  int rank = -1;
+  for (const fwUniqueId& mine : offered) {
+    const auto found = positions.find(handleOf(mine));
+    if (found == positions.end()) continue;
+    TORCH_CHECK_VALUE(rank < 0, "fairway: reconfigure handles ", rank, " and ", found->second,
+                      " are both this process's");
+    rank = static_cast<int>(found->second);
   }
   TORCH_CHECK_VALUE(rank >= 0, "fairway: none of the ", members.size(),
                     " reconfigure handles is this process's: pass the one get_reconfigure_handle returned here");
