@@ -14,6 +14,7 @@ packages=(
   iproute2 python3 python3-pip unzip        # scripts; pip fetches the UCX wheel below
   python3-venv python3-dev                  # the PyTorch backend's virtual environment (.venv)
   clang libclang-rt-14-dev gdb              # sanitizer and fuzz builds; stacks of stalled test ranks
+  libboost-context-dev                      # fairway-sim: one fiber per simulated rank
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -14,7 +14,7 @@
 #include "algorithms/staged_wire.h"
 #include "core/pipeline_settings.h"
 #include "core/reducer.h"
-#include "p2p/messenger.h"
+#include "p2p/message_port.h"
 #include "p2p/scratch.h"
 #include "p2p/tags.h"
 #include "topo/rank_layout.h"
@@ -25,7 +25,7 @@ class CollectiveContext {
  public:
   // groupRanks maps group index to communicator rank; empty means the whole
   // communicator in rank order.
-  CollectiveContext(Messenger& messenger, Scratch& scratch, DataSpace& space, const std::vector<int>& groupRanks,
+  CollectiveContext(MessagePort& messenger, Scratch& scratch, DataSpace& space, const std::vector<int>& groupRanks,
                     uint32_t sequence, uint8_t signature, size_t elementSize, const Reducer* reducer,
                     PipelineSettings pipeline)
       : messenger_(messenger), scratch_(scratch), space_(space), groupRanks_(groupRanks), sequence_(sequence),
@@ -166,7 +166,7 @@ class CollectiveContext {
  private:
   int commRank(int groupIndex) const { return groupRanks_.empty() ? groupIndex : groupRanks_[groupIndex]; }
 
-  Messenger& messenger_;
+  MessagePort& messenger_;
   Scratch& scratch_;
   DataSpace& space_;
   const std::vector<int>& groupRanks_;

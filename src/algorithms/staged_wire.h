@@ -14,7 +14,7 @@
 
 #include "algorithms/data_space.h"
 #include "core/status.h"
-#include "p2p/messenger.h"
+#include "p2p/message_port.h"
 
 namespace fairway {
 

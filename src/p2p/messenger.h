@@ -17,20 +17,12 @@
 #include "bootstrap/socket.h"
 #include "core/config.h"
 #include "p2p/failure_notice.h"
+#include "p2p/message_port.h"
 #include "p2p/peer_info.h"
 #include "p2p/progress_watches.h"
 #include "transports/transport.h"
 
 namespace fairway {
-
-struct Pending {
-  RequestHandle handle = kCompleted;
-  int peer = -1;
-  uint64_t tag = 0;
-  bool isRecv = false;
-  bool done = true;
-  Transport* via = nullptr;  // the transport that owns handle
-};
 
 // The transports of one communicator and which of them reaches each peer:
 // one for peers on this node, and one more, network-only, for the peers on
@@ -40,7 +32,7 @@ struct TransportRoutes {
   std::vector<int> transportOfPeer;  // index into transports, per rank
 };
 
-class Messenger {
+class Messenger final : public MessagePort {
  public:
   // yieldWhenIdle: this host runs more ranks than it has CPUs, so an idle
   // poll gives the core away instead of keeping it.
@@ -55,10 +47,11 @@ class Messenger {
   // memory: where buf's bytes are (device buffers must say so: the
   // transport is told, not left to guess).
   Status send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out,
-              MemoryType memory = MemoryType::Host);
-  Status recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out, MemoryType memory = MemoryType::Host);
+              MemoryType memory = MemoryType::Host) override;
+  Status recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out,
+              MemoryType memory = MemoryType::Host) override;
   // Waits for every operation in list. On failure the rest are cancelled.
-  Status waitAll(Pending* list, size_t count);
+  Status waitAll(Pending* list, size_t count) override;
   Status wait(Pending* p) { return waitAll(p, 1); }
   // Progresses the transports until poll sets *finished; bounded as
   // waitAll is (a failed peer, or FAIRWAY_TIMEOUT_MS, when the error is
@@ -111,9 +104,9 @@ class Messenger {
   // Closes connections; forced after a failure or abort.
   void disconnect();
 
-  int rank() const { return rank_; }
+  int rank() const override { return rank_; }
   int64_t timeoutMs() const { return config_.timeoutMs; }
-  int size() const { return static_cast<int>(peers_.size()); }
+  int size() const override { return static_cast<int>(peers_.size()); }
   // Whether idle waits give the core away (more ranks than CPUs here).
   bool yieldsWhenIdle() const { return yieldWhenIdle_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }

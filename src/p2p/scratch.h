@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-#include "p2p/messenger.h"
+#include "p2p/message_port.h"
 
 namespace fairway {
 

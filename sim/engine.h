@@ -1,0 +1,121 @@
+// Runs every simulated rank's code in a fiber of its own, in virtual time.
+// A rank runs until it waits for a message; its clock moves with the work
+// it charges (sim_data_space.h) and never back. Its messages (SimPort)
+// become flows on the FlowNetwork when both ends are ready (at once for
+// small, eager ones); the flows' ends and deliveries are events, taken in
+// time order, that complete the ranks' Pending slots and wake the ranks
+// waiting for them. Nothing is copied: the data space charges time by
+// bytes and the buffers are addresses that are never dereferenced.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/data_space.h"
+#include "p2p/message_port.h"
+#include "sim/cluster_spec.h"
+#include "sim/fabric.h"
+#include "sim/flow_network.h"
+
+namespace fairway::sim {
+
+// One message as --trace lists it (times in microseconds).
+struct TraceRecord {
+  int src = 0, dst = 0;
+  size_t bytes = 0;
+  uint64_t tag = 0;
+  double sendPosted = 0, recvPosted = 0;
+  double flowStart = 0, flowEnd = 0, delivered = 0;
+  std::string path;  // the links' kinds
+};
+
+struct RunStats {
+  double finishUs = 0;        // the last rank's end
+  double firstFinishUs = 0;   // the first rank's
+  uint64_t events = 0;
+  uint64_t messages = 0;
+  uint64_t flows = 0;
+  size_t largestComponent = 0;
+  double wallSeconds = 0;
+};
+
+class Engine {
+ public:
+  Engine(const ClusterSpec& spec, int nodes);
+  ~Engine();
+  int ranks() const { return ranks_; }
+  const ClusterSpec& spec() const { return spec_; }
+
+  // Runs body for every rank, each in its fiber with its port and data
+  // space, until all have returned. Fails with the first rank's error, or
+  // when ranks wait for messages that can never come (the error names them).
+  using Body = std::function<Status(int rank, MessagePort& port, DataSpace& space)>;
+  Status run(const Body& body, RunStats* stats);
+  // Keeps every message of the next run for --trace.
+  void keepTrace(bool on) { tracing_ = on; }
+  const std::vector<TraceRecord>& trace() const { return trace_; }
+
+  // For SimPort and SimDataSpace (engine.cc): a rank's clock and the
+  // operations it posts, and the time its work takes.
+  double clockOf(int rank) const;
+  void charge(int rank, double us);
+  Status post(int rank, bool isSend, int peer, size_t bytes, uint64_t tag, Pending* out);
+  Status waitAll(int rank, Pending* list, size_t count);
+
+ private:
+  struct Rank;
+  struct Message;
+  enum class EventKind : uint8_t { FlowStart, FlowEnd, Deliver, DeliverSender };
+  struct Event {
+    double time;
+    uint64_t order;  // ties in posting order: deterministic
+    EventKind kind;
+    uint32_t a;
+    uint32_t b;
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : order > o.order; }
+  };
+  struct MatchKey {
+    int dst;
+    uint64_t tag;
+    bool operator==(const MatchKey& o) const { return dst == o.dst && tag == o.tag; }
+  };
+  struct MatchHash {
+    size_t operator()(const MatchKey& k) const { return std::hash<uint64_t>()(k.tag * 0x9E3779B97F4A7C15ull ^ k.dst); }
+  };
+
+  void push(double time, EventKind kind, uint32_t a, uint32_t b = 0);
+  void matched(uint32_t m);
+  void startFlow(uint32_t m);
+  void complete(int rank, Pending* p, uint64_t serial);
+  void process(const Event& e);
+  void resumeRunnable();
+  uint32_t newMessage();
+  void releaseMessage(uint32_t m);
+
+  ClusterSpec spec_;
+  int nodes_, ranks_;
+  FlowNetwork network_;
+  Fabric fabric_;
+  std::vector<std::unique_ptr<Rank>> rankStates_;
+  std::vector<int> runnable_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t order_ = 0;
+  double now_ = 0;
+  std::vector<Message> messages_;
+  std::vector<uint32_t> freeMessages_;
+  uint64_t serial_ = 0;
+  // Posted sends and receives that wait for their other end, by receiver
+  // and tag: the first and last message of each key (FIFO, as tag
+  // matching is).
+  std::unordered_map<MatchKey, std::pair<uint32_t, uint32_t>, MatchHash> unmatched_;
+  bool tracing_ = false;
+  std::vector<TraceRecord> trace_;
+  uint64_t eventCount_ = 0, messageCount_ = 0;
+};
+
+}  // namespace fairway::sim

@@ -1,0 +1,159 @@
+#include "sim/flow_network.h"
+
+#include <algorithm>
+#include <queue>
+
+namespace fairway::sim {
+
+int FlowNetwork::addLink(double capacity, double latencyUs, const char* kind) {
+  Link link;
+  link.capacity = capacity;
+  link.latencyUs = latencyUs;
+  link.kind = kind;
+  links_.push_back(std::move(link));
+  return static_cast<int>(links_.size()) - 1;
+}
+
+void FlowNetwork::markDirty(int link) {
+  if (links_[link].seen != epoch_ + 1) {
+    links_[link].seen = epoch_ + 1;
+    dirty_.push_back(link);
+  }
+}
+
+int FlowNetwork::start(const int* links, int hops, double bytes, double now, uint32_t owner) {
+  int id;
+  if (!freeFlows_.empty()) {
+    id = freeFlows_.back();
+    freeFlows_.pop_back();
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[id];
+  f.hops = hops;
+  f.remaining = bytes;
+  f.rate = 0;
+  f.since = now;
+  f.owner = owner;
+  f.frozen = false;
+  f.changed = false;
+  f.active = true;
+  for (int h = 0; h < hops; ++h) {
+    f.links[h] = links[h];
+    f.slot[h] = static_cast<int>(links_[links[h]].flows.size());
+    links_[links[h]].flows.push_back(id);
+    markDirty(links[h]);
+  }
+  ++active_;
+  ++started_;
+  return id;
+}
+
+bool FlowNetwork::finish(int id, uint32_t version) {
+  Flow& f = flows_[id];
+  if (!f.active || f.version != version) return false;
+  for (int h = 0; h < f.hops; ++h) {
+    Link& link = links_[f.links[h]];
+    // Swap-remove, keeping the moved flow's slot right.
+    const int last = link.flows.back();
+    link.flows[f.slot[h]] = last;
+    Flow& moved = flows_[last];
+    for (int k = 0; k < moved.hops; ++k) {
+      if (moved.links[k] == f.links[h]) moved.slot[k] = f.slot[h];
+    }
+    link.flows.pop_back();
+    markDirty(f.links[h]);
+  }
+  f.active = false;
+  ++f.version;
+  --active_;
+  freeFlows_.push_back(id);
+  return true;
+}
+
+// Every flow and link reachable from the dirty links through shared links.
+void FlowNetwork::collectComponent() {
+  ++epoch_;  // dirty links carry epoch_ already (markDirty set it one ahead)
+  componentFlows_.clear();
+  componentLinks_.clear();
+  std::vector<int> stack;
+  stack.swap(dirty_);
+  for (int l : stack) componentLinks_.push_back(l);
+  for (size_t i = 0; i < componentLinks_.size(); ++i) {
+    for (int f : links_[componentLinks_[i]].flows) {
+      Flow& flow = flows_[f];
+      if (flow.seen == epoch_) continue;
+      flow.seen = epoch_;
+      componentFlows_.push_back(f);
+      for (int h = 0; h < flow.hops; ++h) {
+        Link& link = links_[flow.links[h]];
+        if (link.seen == epoch_) continue;
+        link.seen = epoch_;
+        componentLinks_.push_back(flow.links[h]);
+      }
+    }
+  }
+  stack.clear();
+  dirty_.swap(stack);
+  largestComponent_ = std::max(largestComponent_, componentFlows_.size());
+}
+
+// Progressive filling over the component: the link with the smallest fair
+// share freezes its flows at that share, which leaves the others more.
+void FlowNetwork::fill(double now) {
+  for (int f : componentFlows_) {
+    Flow& flow = flows_[f];
+    flow.remaining = std::max(0.0, flow.remaining - flow.rate * (now - flow.since));
+    flow.since = now;
+    flow.frozen = false;
+  }
+  struct Entry {
+    double share;
+    int link;
+    uint32_t stamp;
+    bool operator>(const Entry& o) const { return share > o.share; }
+  };
+  std::vector<Entry> heap;
+  heap.reserve(componentLinks_.size());
+  for (int l : componentLinks_) {
+    Link& link = links_[l];
+    link.left = link.capacity;
+    link.unfrozen = static_cast<int>(link.flows.size());
+    ++link.stamp;
+    if (link.unfrozen > 0) heap.push_back({link.left / link.unfrozen, l, link.stamp});
+  }
+  std::make_heap(heap.begin(), heap.end(), std::greater<Entry>());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Entry>());
+    const Entry e = heap.back();
+    heap.pop_back();
+    Link& link = links_[e.link];
+    if (e.stamp != link.stamp || link.unfrozen == 0) continue;
+    const double share = std::max(e.share, 1e-12);
+    for (int f : link.flows) {
+      Flow& flow = flows_[f];
+      if (flow.frozen) continue;
+      flow.frozen = true;
+      // A flow keeps its finish event unless its rate really moved.
+      if (flow.rate == 0 || std::abs(flow.rate - share) > 1e-9 * share) {
+        flow.rate = share;
+        flow.changed = true;
+        ++flow.version;
+      }
+      for (int h = 0; h < flow.hops; ++h) {
+        if (flow.links[h] == e.link) continue;
+        Link& other = links_[flow.links[h]];
+        other.left -= share;
+        if (--other.unfrozen > 0) {
+          ++other.stamp;
+          heap.push_back({std::max(0.0, other.left) / other.unfrozen, flow.links[h], other.stamp});
+          std::push_heap(heap.begin(), heap.end(), std::greater<Entry>());
+        }
+      }
+    }
+    link.unfrozen = 0;
+  }
+}
+
+}  // namespace fairway::sim

@@ -1,0 +1,106 @@
+// The simulated network's links and the flows across them. Every flow
+// crosses a fixed list of links; the links' capacity is shared max-min
+// fairly (progressive filling): a flow gets an equal share of its
+// tightest link, and what it cannot use there goes to the others. Rates
+// are worked out again only for the flows that share links, directly or
+// through other flows, with a flow that started or ended, and only once
+// per instant however many flows changed in it: a symmetric exchange of
+// millions of flows costs one recomputation when it starts and one when
+// it ends.
+//
+// Units: time in microseconds, sizes in bytes, capacities in bytes per
+// microsecond (= MB/s; GB/s x 1000).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fairway::sim {
+
+class FlowNetwork {
+ public:
+  static constexpr int kMaxHops = 6;
+
+  // A link of `capacity` bytes/us that adds `latencyUs` to every message
+  // crossing it; returns its id.
+  int addLink(double capacity, double latencyUs, const char* kind);
+  int linkCount() const { return static_cast<int>(links_.size()); }
+  double capacity(int link) const { return links_[link].capacity; }
+  double latency(int link) const { return links_[link].latencyUs; }
+  const char* kind(int link) const { return links_[link].kind; }
+
+  // Starts a flow of `bytes` across `links` at `now`; owner is the
+  // caller's (the message it carries). Rates are set at the next settle().
+  int start(const int* links, int hops, double bytes, double now, uint32_t owner);
+  // Ends a flow whose finish event came due; false if the event is stale
+  // (its rate changed since it was scheduled).
+  bool finish(int flow, uint32_t version);
+  uint32_t owner(int flow) const { return flows_[flow].owner; }
+
+  // Works out the rates of the flows that share links with flows started
+  // or ended since the last call, and calls schedule(flow, finishTime,
+  // version) for each whose finish time moved.
+  template <typename Schedule>
+  void settle(double now, Schedule&& schedule) {
+    if (dirty_.empty()) return;
+    collectComponent();
+    fill(now);
+    for (int f : componentFlows_) {
+      Flow& flow = flows_[f];
+      if (!flow.changed) continue;
+      flow.changed = false;
+      schedule(f, now + flow.remaining / flow.rate, flow.version);
+    }
+  }
+
+  double rate(int flow) const { return flows_[flow].rate; }
+  size_t activeFlows() const { return active_; }
+  // Flows started so far, and the largest set whose rates one settle() worked out.
+  uint64_t flowsStarted() const { return started_; }
+  size_t largestComponent() const { return largestComponent_; }
+
+ private:
+  struct Link {
+    double capacity;
+    double latencyUs;
+    const char* kind;
+    std::vector<int> flows;  // active flows crossing it
+    // Progressive filling's state, valid during one settle().
+    double left = 0;
+    int unfrozen = 0;
+    uint32_t seen = 0;   // settle() epoch that reached it
+    uint32_t stamp = 0;  // heap entries older than this are stale
+  };
+  struct Flow {
+    int links[kMaxHops];
+    int slot[kMaxHops];  // index in each link's flows
+    int hops = 0;
+    double remaining = 0;
+    double rate = 0;
+    double since = 0;  // when remaining was last brought up to date
+    uint32_t owner = 0;
+    uint32_t version = 0;
+    uint32_t seen = 0;
+    bool frozen = false;
+    bool changed = false;
+    bool active = false;
+  };
+
+  void collectComponent();
+  void fill(double now);
+  void markDirty(int link);
+
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  std::vector<int> freeFlows_;
+  std::vector<int> dirty_;
+  std::vector<int> componentFlows_;
+  std::vector<int> componentLinks_;
+  uint32_t epoch_ = 0;
+  size_t active_ = 0;
+  uint64_t started_ = 0;
+  size_t largestComponent_ = 0;
+};
+
+}  // namespace fairway::sim

@@ -1,0 +1,152 @@
+#include "sim/simulation.h"
+
+#include <memory>
+
+#include "algorithms/context.h"
+#include "algorithms/dispatch.h"
+#include "core/datatype.h"
+#include "core/reducer.h"
+#include "p2p/scratch.h"
+#include "selection/selection_rows.h"
+#include "selection/selector.h"
+#include "sim/segment_model.h"
+#include "sim/sim_rank.h"
+#include "topo/rank_layout.h"
+
+namespace fairway::sim {
+namespace {
+
+RankLayout layoutOf(const Scenario& s) {
+  std::vector<std::string> nodeOfRank;
+  nodeOfRank.reserve(s.ranks());
+  for (int r = 0; r < s.ranks(); ++r) nodeOfRank.push_back("node" + std::to_string(r / s.spec.ranksPerNode));
+  return RankLayout(nodeOfRank);
+}
+
+CollectiveArgs argsOf(const Scenario& s, size_t count) {
+  CollectiveArgs a = makeArgs(s.kind, reinterpret_cast<const void*>(kSimSendBuffer),
+                              reinterpret_cast<void*>(kSimRecvBuffer), count, s.datatype, s.op, s.root);
+  const bool compresses = s.kind == CollectiveKind::AllReduce || s.kind == CollectiveKind::ReduceScatter ||
+                          s.kind == CollectiveKind::AllGather;
+  if (compresses) a.compression = s.compression;
+  return a;
+}
+
+bool reduces(CollectiveKind k) {
+  return k == CollectiveKind::AllReduce || k == CollectiveKind::ReduceScatter || k == CollectiveKind::Reduce;
+}
+
+SelectionConditions conditionsOf(const ClusterSpec& spec) {
+  SelectionConditions c;
+  c.routes.present = spec.onDevice;
+  c.routes.ucxDirect = spec.onDevice;
+  c.sharedMemory = spec.sharedMemorySegment;
+  return c;
+}
+
+Selector selectorOf(const Scenario& s) {
+  Selector selector;
+  const ClusterSpec& c = s.spec;
+  const double intraGBs = c.busGBs > 0 ? std::min(c.intraGBs, c.busGBs) : c.intraGBs;
+  const LinkModel intra{c.intraLatencyUs + c.messageOverheadUs, intraGBs};
+  const LinkModel inter{c.nicLatencyUs + c.switchLatencyUs + c.messageOverheadUs, c.nicGBs};
+  selector.setLinks(intra, inter);
+  selector.setPipeline(s.pipeline);
+  selector.setDeviceRoutes(conditionsOf(c).routes);
+  selector.setSharedMemory(c.sharedMemorySegment);
+  return selector;
+}
+
+}  // namespace
+
+size_t countForSize(const Scenario& s, size_t bytes) {
+  const size_t es = datatypeSize(s.datatype);
+  const size_t n = static_cast<size_t>(s.ranks());
+  switch (s.kind) {
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllGather:
+    case CollectiveKind::AllToAll:
+    case CollectiveKind::Gather:
+    case CollectiveKind::Scatter:
+      return bytes / es / n;
+    default:
+      return bytes / es;
+  }
+}
+
+double busFactor(CollectiveKind kind, int n) {
+  switch (kind) {
+    case CollectiveKind::AllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllGather:
+    case CollectiveKind::AllToAll: return static_cast<double>(n - 1) / n;
+    default: return 1;
+  }
+}
+
+Selection selectorChoice(const Scenario& s, size_t count) {
+  const RankLayout layout = layoutOf(s);
+  const Selector selector = selectorOf(s);
+  return selector.select(selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice));
+}
+
+std::vector<Algorithm> applicableAlgorithms(const Scenario& s, size_t count) {
+  const RankLayout layout = layoutOf(s);
+  const CollectiveArgs args = argsOf(s, count);
+  const SelectionKey key = selectionKeyOf(args, s.ranks(), &layout, s.spec.onDevice);
+  const SelectionConditions conditions = conditionsOf(s.spec);
+  const bool compressedReduction = isCompressedReduction(key);
+  std::vector<Algorithm> out;
+  for (Algorithm a : algorithmsOf(s.kind)) {
+    if (a == Algorithm::Native) continue;
+    if (isCompressedAlgorithm(a) != compressedReduction) continue;
+    if (whyCannotRun(a, key, conditions) != nullptr) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+Status simulate(const Scenario& s, size_t count, Algorithm algorithm, Outcome* out, std::vector<TraceRecord>* trace) {
+  if (s.nodes < 1 || s.spec.ranksPerNode < 1) return Status(fwInvalidArgument, "a simulation needs at least one rank");
+  const RankLayout layout = layoutOf(s);
+  const CollectiveArgs args = argsOf(s, count);
+  const SelectionKey key = selectionKeyOf(args, s.ranks(), &layout, s.spec.onDevice);
+  if (const char* why = whyCannotRun(algorithm, key, conditionsOf(s.spec))) {
+    return Status(fwInvalidArgument, std::string(algorithmName(algorithm)) + " cannot run here: " + why);
+  }
+  // A job places the node phase of every hierarchical algorithm, and a
+  // single node's whole call, on the segment where the node has one
+  // (Selector::placeProviders), whichever algorithm runs.
+  const bool hierarchical = algorithm == Algorithm::TwoPhase || algorithm == Algorithm::Leaders ||
+                            algorithm == Algorithm::CompressedTwoPhase;
+  const bool segmentNode = algorithm == Algorithm::SharedMemory ||
+                           (hierarchical && conditionsOf(s.spec).segmentServes(key));
+  const size_t elementSize = datatypeSize(s.datatype);
+  const uint8_t signature = collectiveSignature(args);
+  const int n = s.ranks();
+  Engine engine(s.spec, s.nodes);
+  engine.keepTrace(trace != nullptr);
+  SegmentNodePhase segment;
+  static const std::vector<int> kWholeCommunicator;
+  const Engine::Body body = [&](int rank, MessagePort& port, DataSpace& space) -> Status {
+    Scratch scratch;
+    Reducer reducer(s.datatype, reduces(s.kind) ? s.op : fwSum, n);
+    CollectiveContext ctx(port, scratch, space, kWholeCommunicator, /*sequence=*/1, signature, elementSize,
+                          reduces(s.kind) ? &reducer : nullptr, s.pipeline);
+    ctx.setLayout(&layout);
+    Hierarchy hierarchy;
+    if (segmentNode) hierarchy.node = &segment;
+    ctx.setHierarchy(hierarchy);
+    return runCollective(ctx, args, algorithm);
+  };
+  Outcome o;
+  o.algorithm = algorithm;
+  const Status st = engine.run(body, &o.stats);
+  o.timeUs = o.stats.finishUs;
+  if (trace != nullptr) *trace = engine.trace();
+  FW_RETURN_IF_ERROR(st);
+  *out = o;
+  return Status::ok();
+}
+
+}  // namespace fairway::sim
