@@ -29,7 +29,8 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
 
   const PipelineSettings& p = ctx.pipeline();
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * n * es, count, 1, es))};
-  const int slots = std::max(1, p.slicesInFlight);
+  // Slices in flight, no more than there are.
+  const int slots = std::min(std::max(1, p.slicesInFlight), slices.n);
   const size_t maxLen = slices.chunkCount(0);
   NodePhase& nodePhase = ctx.nodePhase();
   const bool staged = ctx.railStaged();

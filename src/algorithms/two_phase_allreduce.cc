@@ -36,7 +36,9 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
   const PipelineSettings& p = ctx.pipeline();
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, count * es, count, n, es))};
   const int lag = std::max(1, p.slicesInFlight) - 1;  // stage distance
-  const int slots = 2 * lag + 1;                      // slices alive at once
+  // Slices alive at once; no more than there are (a buffer of few slices
+  // on many nodes keeps no slots it cannot use, each 2(M-1) pendings).
+  const int slots = std::min(2 * lag + 1, slices.n);
   const size_t maxBlock = ChunkLayout{slices.chunkCount(0), g.D}.chunkCount(0);
   const size_t maxShard = ChunkLayout{maxBlock, g.M}.chunkCount(0);
   NodePhase& nodePhase = ctx.nodePhase();

@@ -38,7 +38,6 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   CollectiveContext& rail = t.rail;
 
   const PipelineSettings& p = ctx.pipeline();
-  const int slots = std::max(1, p.slicesInFlight);
   // With consecutive nodes the intra-node phase runs M rings whose messages
   // are one rank's piece of the slice, where allreduce's and allgather's
   // (and the packed ring's) are M pieces. Slices M times larger give those
@@ -52,6 +51,8 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   const size_t sliceWholeBytes = count * (strided ? g.D : n) * es;
   const ChunkLayout slices{count, static_cast<int>(sliceCount(p, sliceWholeBytes, count, 1, es))};
   const size_t maxLen = slices.chunkCount(0);
+  // Slices in flight, no more than there are.
+  const int slots = std::min(std::max(1, p.slicesInFlight), slices.n);
   // Outer memory (data): per slot the node's sums, then the ring's partial
   // sums: a packed slice, or one node's blocks. Rail memory: per slot the
   // other nodes' contributions and, when staged, a copy of the node's sums.
