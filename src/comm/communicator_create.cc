@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
+#include <string>
 
 #include "comm/communicator.h"
 #include "comm/transport_loader.h"
@@ -167,6 +169,16 @@ Status connectBetweenNodes(Formation& f) {
   const int localRank = f.layout.localRankOf(f.rank);
   const int gpuIndex = gpuIndexForRank(f.machine->topology, f.mine.gpuBusId, localRank);
   f.net = chooseNetDevice(f.machine->topology, gpuIndex, localRank, f.config.netDevices);
+  // The node's rails for the cost model: the distinct NICs its local ranks
+  // choose (each rank works out every local rank's choice, as it does its
+  // own, so all agree without an exchange).
+  std::set<std::string> nics;
+  for (int l = 0; l < f.layout.localSizeOf(f.rank); ++l) {
+    const NetDeviceChoice other =
+        chooseNetDevice(f.machine->topology, gpuIndexForRank(f.machine->topology, "", l), l, f.config.netDevices);
+    nics.insert(other.ucxDevice);  // "" (UCX's choice) counts as one NIC
+  }
+  f.selector.setRails(static_cast<int>(nics.size()));
   TransportInitArgs args = f.transportArgs;
   args.networkOnly = true;
   args.netDevice = f.net.ucxDevice;

@@ -1,5 +1,6 @@
 #include "selection/cost_model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -38,11 +39,13 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const LinkModel& in = shape.intra;
   const LinkModel& out = shape.inter;
   const double r = shape.wireRatio;
+  // The NICs a node's concurrent senders spread over (never more than its ranks).
+  const double R = std::max(1.0, std::min(static_cast<double>(shape.rails), D));
   // Compressed: every byte crosses encoded (flat), or the node phase moves
   // full precision and only the rails carry encoded bytes (two-phase).
   // Flat's pieces to other nodes share their node's link: D ranks each
   // send (n - D) / n of their encoded input across it.
-  const double flatShare = shape.nodes > 1 ? D * (n - D) / n : (n - 1) / n;
+  const double flatShare = shape.nodes > 1 ? D / R * (n - D) / n : (n - 1) / n;
   const double compressedFlatPass = (n - 1) * flat.alphaUs + flatShare * r * S / (flat.gbPerSec * 1e3);
   switch (kind) {
     case CollectiveKind::AllReduce:
@@ -51,11 +54,12 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
         case Algorithm::Rabenseifner: return 2 * logN * flat.alphaUs + 2 * (n - 1) / n * flat.costUs(S) - 2 * (n - 1) / n * flat.alphaUs;
         case Algorithm::RecursiveDoubling: return logN * flat.costUs(S);
         case Algorithm::TwoPhase:
-          // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per node link.
-          return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S));
+          // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per
+          // node, over its R NICs.
+          return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S / R));
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
         case Algorithm::CompressedFlat: return 2 * compressedFlatPass;
-        case Algorithm::CompressedTwoPhase: return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S));
+        case Algorithm::CompressedTwoPhase: return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S / R));
         default: return -1;
       }
     case CollectiveKind::Broadcast:
@@ -69,16 +73,16 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
     case CollectiveKind::ReduceScatter:  // bytes: the whole input
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * flat.costUs(S / n);
-        case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S);
+        case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R);
         case Algorithm::CompressedFlat: return compressedFlatPass;
-        case Algorithm::CompressedTwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S);
+        case Algorithm::CompressedTwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R);
         default: return -1;
       }
     case CollectiveKind::AllGather:  // bytes: one rank's block
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * flat.costUs(S);
         case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3);
-        case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S) + (D - 1) * in.costUs(M * S);
+        case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S / R) + (D - 1) * in.costUs(M * S);
         default: return -1;
       }
     default:

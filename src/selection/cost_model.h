@@ -1,6 +1,6 @@
 // Alpha-beta cost model for choosing between flat and hierarchical
-// algorithms (link_model.h). The inter-node link is a node's NIC, shared by
-// all its ranks.
+// algorithms (link_model.h). The inter-node link is one NIC; a node has
+// `rails` of them, which its ranks share.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,10 @@ struct ClusterShape {
   LinkModel intra = kDefaultIntraLink;
   LinkModel inter = kDefaultInterLink;
   double wireRatio = 1;  // compressed algorithms: bytes on the wire per input byte
+  // NICs a node's inter-node traffic leaves through (its ranks' distinct
+  // NICs, one per rail on a GPU node): where every rank of a node sends
+  // at once (two-phase's rails, compressed flat), they share these.
+  int rails = 1;
 };
 
 // Predicted microseconds of algorithm for a collective of `bytes` (the

@@ -37,6 +37,9 @@ class Selector {
 
   // The link parameters of the cost model (FAIRWAY_INTRA_LINK / _INTER_LINK).
   void setLinks(const LinkModel& intra, const LinkModel& inter);
+  // The NICs a node's ranks reach other nodes through (ClusterShape::rails).
+  void setRails(int rails) { rails_ = rails > 0 ? rails : 1; }
+  int rails() const { return rails_; }
   // The pipeline settings every selection carries (FAIRWAY_SEGMENT_BYTES, ...).
   void setPipeline(const PipelineSettings& pipeline) { pipeline_ = pipeline; }
   void setDeviceRoutes(const DeviceRoutes& routes) { conditions_.routes = routes; }
@@ -73,6 +76,7 @@ class Selector {
   bool logChoices_ = logEnabled(LogLevel::Info, LogSubsys::Algo);
   LinkModel intra_ = kDefaultIntraLink;
   LinkModel inter_ = kDefaultInterLink;
+  int rails_ = 1;
   PipelineSettings pipeline_;
   SelectionConditions conditions_;
   // Choices already logged: (collective, on device, log2 of the size).
