@@ -36,6 +36,7 @@ const std::map<std::string, std::string>& presets() {
        "reduce_gbs = 1000\n"
        "codec_gbs = 800\n"
        "kernel_launch_us = 4\n"
+       "cores_per_node = 0\n"
        "memory = device\n"
        "shared_memory_segment = no\n"},
       {"emulated-1g",
@@ -57,10 +58,14 @@ const std::map<std::string, std::string>& presets() {
        "switch_latency_us = 5\n"
        "message_overhead_us = 5\n"
        "eager_bytes = 8192\n"
-       "copy_gbs = 4\n"
-       "reduce_gbs = 2\n"
-       "codec_gbs = 1\n"
+       "# One core's rates on this machine (copy_bandwidth, device_kernel_perf's\n"
+       "# host kernels: float sum, int8 encode and decode-add), shared by every\n"
+       "# rank of every node.\n"
+       "copy_gbs = 5.8\n"
+       "reduce_gbs = 4.5\n"
+       "codec_gbs = 4\n"
        "kernel_launch_us = 0\n"
+       "cores_in_cluster = 2\n"
        "memory = host\n"
        "shared_memory_segment = yes\n"},
       {"pcie-2node",
@@ -84,6 +89,7 @@ const std::map<std::string, std::string>& presets() {
        "reduce_gbs = 600\n"
        "codec_gbs = 500\n"
        "kernel_launch_us = 4\n"
+       "cores_per_node = 0\n"
        "memory = device\n"
        "shared_memory_segment = no\n"},
   };
@@ -175,6 +181,8 @@ Status parseClusterSpec(const std::string& text, const std::string& origin, Clus
     else if (key == "reduce_gbs") st = positive(&spec.reduceGBs);
     else if (key == "codec_gbs") st = positive(&spec.codecGBs);
     else if (key == "kernel_launch_us") st = number_(0, &spec.kernelLaunchUs);
+    else if (key == "cores_per_node") st = number_(0, &spec.coresPerNode);
+    else if (key == "cores_in_cluster") st = number_(0, &spec.coresInCluster);
     else if (key == "memory") {
       if (value == "device") spec.onDevice = true;
       else if (value == "host") spec.onDevice = false;

@@ -44,6 +44,12 @@ struct ClusterSpec {
   double reduceGBs = 10;
   double codecGBs = 10;
   double kernelLaunchUs = 0;
+  // Processors that work shares, where ranks share them: 0, every rank has
+  // its own (a GPU each); otherwise the cores of a node, or of the whole
+  // cluster (an emulated cluster on one host). The rates above are one
+  // core's.
+  double coresPerNode = 0;
+  double coresInCluster = 0;
   // Where the buffers are: "device" (GPU memory UCX reaches directly, no
   // NCCL) or "host"; and whether each node has its shared-memory segment.
   bool onDevice = false;

@@ -46,6 +46,8 @@ struct Engine::Message {
   double sendAt = -1, recvAt = -1;
   uint32_t next = kNone;  // the next unmatched message of its key
   uint32_t trace = kNone;
+  double workUs = 0;
+  bool work = false;  // a rank's work on shared processors, not a message
   bool sendPosted = false, recvPosted = false;
   bool flowStarted = false;
   bool delivered = false;  // the data is at the receiver
@@ -56,6 +58,14 @@ Engine::Engine(const ClusterSpec& spec, int nodes)
     : spec_(spec), nodes_(nodes), ranks_(nodes * spec.ranksPerNode), fabric_(spec_, nodes, &network_) {
   rankStates_.reserve(ranks_);
   for (int r = 0; r < ranks_; ++r) rankStates_.push_back(std::make_unique<Rank>(*this, r));
+  sharedProcessors_ = spec.coresPerNode > 0 || spec.coresInCluster > 0;
+  if (sharedProcessors_) {
+    for (int r = 0; r < ranks_; ++r) rankProcessor_.push_back(network_.addLink(1, 0, "rank's processor"));
+    if (spec.coresPerNode > 0) {
+      for (int m = 0; m < nodes; ++m) nodeProcessors_.push_back(network_.addLink(spec.coresPerNode, 0, "node's cores"));
+    }
+    if (spec.coresInCluster > 0) clusterProcessors_ = network_.addLink(spec.coresInCluster, 0, "cluster's cores");
+  }
 }
 
 Engine::~Engine() = default;
@@ -63,6 +73,28 @@ Engine::~Engine() = default;
 double Engine::clockOf(int rank) const { return rankStates_[rank]->clock; }
 
 void Engine::charge(int rank, double us) { rankStates_[rank]->clock += us; }
+
+void Engine::work(int rank, double processorUs) {
+  Rank& self = *rankStates_[rank];
+  if (!sharedProcessors_ || processorUs <= 0) {
+    self.clock += processorUs;
+    return;
+  }
+  Pending done;
+  const uint64_t serial = ++serial_;
+  done.handle = handleOf(serial);
+  done.done = false;
+  const uint32_t m = newMessage();
+  Message& msg = messages_[m];
+  msg.src = msg.dst = rank;
+  msg.work = true;
+  msg.workUs = processorUs;
+  msg.sendPending = &done;
+  msg.sendSerial = serial;
+  msg.flowStarted = true;
+  push(self.clock, EventKind::FlowStart, m);
+  (void)waitAll(rank, &done, 1);
+}
 
 void Engine::push(double time, EventKind kind, uint32_t a, uint32_t b) {
   events_.push(Event{time, order_++, kind, a, b});
@@ -164,6 +196,15 @@ void Engine::matched(uint32_t m) {
 
 void Engine::startFlow(uint32_t m) {
   Message& msg = messages_[m];
+  if (msg.work) {
+    int links[3];
+    int hops = 0;
+    links[hops++] = rankProcessor_[msg.src];
+    if (!nodeProcessors_.empty()) links[hops++] = nodeProcessors_[fabric_.nodeOf(msg.src)];
+    if (clusterProcessors_ >= 0) links[hops++] = clusterProcessors_;
+    network_.start(links, hops, msg.workUs, now_, m);
+    return;
+  }
   const Path path = fabric_.path(msg.src, msg.dst);
   if (tracing_) {
     msg.trace = static_cast<uint32_t>(trace_.size());
@@ -210,6 +251,11 @@ void Engine::process(const Event& e) {
         m = network_.owner(static_cast<int>(e.a));
       }
       Message& msg = messages_[m];
+      if (msg.work) {
+        complete(msg.src, msg.sendPending, msg.sendSerial);
+        releaseMessage(m);
+        return;
+      }
       const Path path = fabric_.path(msg.src, msg.dst);
       const double arrive = now_ + path.latencyUs + spec_.messageOverheadUs;
       if (msg.trace != kNone) trace_[msg.trace].flowEnd = now_;

@@ -64,6 +64,10 @@ class Engine {
   // operations it posts, and the time its work takes.
   double clockOf(int rank) const;
   void charge(int rank, double us);
+  // Work of `processorUs` on one processor of the rank's own: charged to
+  // its clock, or, where processors are shared, a flow across them that
+  // the rank waits for.
+  void work(int rank, double processorUs);
   Status post(int rank, bool isSend, int peer, size_t bytes, uint64_t tag, Pending* out);
   Status waitAll(int rank, Pending* list, size_t count);
 
@@ -102,6 +106,11 @@ class Engine {
   FlowNetwork network_;
   Fabric fabric_;
   std::vector<std::unique_ptr<Rank>> rankStates_;
+  // Where ranks share processors: each rank's own (1 processor-us per
+  // us), its node's and the cluster's, as flow links.
+  bool sharedProcessors_ = false;
+  std::vector<int> rankProcessor_, nodeProcessors_;
+  int clusterProcessors_ = -1;
   std::vector<int> runnable_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t order_ = 0;

@@ -59,7 +59,7 @@ void usage(const char* argv0) {
                "          [-b minbytes] [-e maxbytes] [-f factor] [-d type] [-o op] [-q compression [-B block]]\n"
                "          [-a algo[,algo...]] [--selected] [-J file.json] [--png file.png] [--trace SIZE]\n"
                "          [--slice-bytes B] [--slices-in-flight K] [--min-shard-bytes B] [--segment-bytes B]\n"
-               "          [-j threads] [--print-preset NAME]\n"
+               "          [--model-rails R] [-j threads] [--print-preset NAME]\n"
                "  sizes as nccl-tests give them (K, M, G: powers of 1024); presets: ",
                argv0);
   for (const auto& n : presetNames()) std::fprintf(stderr, "%s ", n.c_str());
@@ -124,7 +124,7 @@ bool parseOp(const char* text, fwRedOp_t* out) {
 
 bool parseOptions(int argc, char** argv, Options* o) {
   enum { kNodes = 256, kPerNode, kPreset, kCluster, kPng, kTrace, kSelected, kSlice, kInFlight, kMinShard, kSegment,
-         kPrintPreset };
+         kPrintPreset, kModelRails };
   static const option longOptions[] = {
       {"nodes", required_argument, nullptr, kNodes},
       {"ranks-per-node", required_argument, nullptr, kPerNode},
@@ -138,6 +138,7 @@ bool parseOptions(int argc, char** argv, Options* o) {
       {"min-shard-bytes", required_argument, nullptr, kMinShard},
       {"segment-bytes", required_argument, nullptr, kSegment},
       {"print-preset", required_argument, nullptr, kPrintPreset},
+      {"model-rails", required_argument, nullptr, kModelRails},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   int c;
@@ -160,6 +161,8 @@ bool parseOptions(int argc, char** argv, Options* o) {
         o->scenario.pipeline.slicesInFlight = static_cast<int>(number); break;
       case kMinShard: ok = perf::parseSize(optarg, &o->scenario.pipeline.minShardBytes); break;
       case kSegment: ok = perf::parseSize(optarg, &o->scenario.pipeline.segmentBytes) && o->scenario.pipeline.segmentBytes > 0; break;
+      case kModelRails: ok = perf::parseFactor(optarg, &number) && number >= 1 && number == static_cast<int>(number);
+        o->scenario.selectorRails = static_cast<int>(number); break;
       case kPrintPreset: {
         std::string text;
         const Status st = clusterPresetText(optarg, &text);

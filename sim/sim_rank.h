@@ -68,8 +68,11 @@ class SimDataSpace final : public DataSpace {
   }
 
  private:
+  // A kernel's launch, then its bytes at one processor's rate (shared
+  // with other ranks where the spec says they share processors).
   void work(size_t bytes, double gbPerSec) {
-    engine_.charge(rank_, spec_.kernelLaunchUs + static_cast<double>(bytes) / (gbPerSec * 1e3));
+    engine_.charge(rank_, spec_.kernelLaunchUs);
+    engine_.work(rank_, static_cast<double>(bytes) / (gbPerSec * 1e3));
   }
   Engine& engine_;
   int rank_;

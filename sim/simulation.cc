@@ -52,6 +52,7 @@ Selector selectorOf(const Scenario& s) {
   const LinkModel inter{c.nicLatencyUs + c.switchLatencyUs + c.messageOverheadUs, c.nicGBs};
   selector.setLinks(intra, inter);
   selector.setPipeline(s.pipeline);
+  selector.setRails(s.selectorRails > 0 ? s.selectorRails : std::min(c.nicsPerNode, c.ranksPerNode));
   selector.setDeviceRoutes(conditionsOf(c).routes);
   selector.setSharedMemory(c.sharedMemorySegment);
   return selector;

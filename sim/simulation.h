@@ -26,6 +26,9 @@ struct Scenario {
   int root = 0;
   Compression compression;  // allreduce, reduce-scatter, allgather
   PipelineSettings pipeline;
+  // The NICs per node the selector's cost model is told of (-1: the
+  // spec's, as a job finds them; 1: the model before it knew of rails).
+  int selectorRails = -1;
   int ranks() const { return nodes * spec.ranksPerNode; }
 };
 

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Simulated crossovers at scale: which algorithm is fastest, and what the selector picks.
+
+    scripts/sim_crossovers.py [--gpus 8,64,256,1024] [--preset h100-ndr400] [--out DIR] [-j THREADS]
+
+For each cluster size (8 GPUs per node), collective (allreduce,
+reduce-scatter, allgather) and size (1 MiB to 1 GiB, x4), runs fairway-sim
+for every algorithm that applies, plain and (allreduce, reduce-scatter)
+compressed to int8, and prints a markdown table: the fastest plain
+algorithm, the selector's pick and how much slower it is, and what int8
+compression gains over the fastest plain algorithm. Rows where the pick is
+more than 10% slower than the fastest are marked. The JSON of every run
+goes to DIR.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIM = os.path.join(ROOT, "build", "bin", "fairway-sim")
+COLLECTIVES = ["allreduce", "reduce_scatter", "allgather"]
+
+
+def run(gpus, collective, preset, out, threads, compression=None, extra=()):
+    nodes = max(1, gpus // 8)
+    tag = f"{gpus}-{collective}" + (f"-{compression}" if compression else "") + "".join(extra).replace("-", "")
+    path = os.path.join(out, f"sim-{tag}.json")
+    cmd = [SIM, "--preset", preset, "--nodes", str(nodes), "--ranks-per-node", str(min(8, gpus)), "-c", collective,
+           "-b", "1M", "-e", "1G", "-f", "4", "-J", path, "-j", str(threads)]
+    if compression:
+        cmd += ["-q", compression]
+    cmd += list(extra)
+    start = time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    print(f"# {tag}: {time.time() - start:.1f} s", file=sys.stderr, flush=True)
+    by_size = {}
+    for r in rows:
+        by_size.setdefault(r["size"], []).append(r)
+    return by_size
+
+
+def human(size):
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", default="8,64,256,1024")
+    ap.add_argument("--preset", default="h100-ndr400")
+    ap.add_argument("--collectives", default=",".join(COLLECTIVES))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "sim-crossovers"))
+    ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    lines = ["| GPUs | collective | size | fastest (busbw GB/s) | selector's pick | pick vs fastest | "
+             "pick without rails | vs fastest | int8 compressed: fastest | compressed vs plain |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    before_misses = 0
+    misses = 0
+    for gpus in [int(g) for g in args.gpus.split(",")]:
+        for collective in args.collectives.split(","):
+            plain = run(gpus, collective, args.preset, args.out, args.j)
+            # What the cost model picked before it counted a node's NICs.
+            old = run(gpus, collective, args.preset, args.out, args.j, extra=("--selected", "--model-rails", "1"))
+            compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8")
+                          if collective != "allgather" else {})
+            for size in sorted(plain):
+                rows = plain[size]
+                best = min(rows, key=lambda r: r["time_us"])
+                pick = next((r for r in rows if r["selected"]), None)
+                slow = pick["time_us"] / best["time_us"] - 1 if pick else float("nan")
+                mark = " **>10%**" if slow > 0.10 else ""
+                misses += 1 if slow > 0.10 else 0
+                old_pick = next((r for r in old.get(size, []) if r["selected"]), None)
+                old_row = next((r for r in rows if old_pick and r["algorithm"] == old_pick["algorithm"]), None)
+                old_slow = old_row["time_us"] / best["time_us"] - 1 if old_row else float("nan")
+                before_misses += 1 if old_slow > 0.10 else 0
+                old_text = (f"{old_row['algorithm']} | {100 * old_slow:+.0f}%" + (" **>10%**" if old_slow > 0.10 else "")
+                            if old_row else "? | ?")
+                comp = compressed.get(size, [])
+                cbest = min(comp, key=lambda r: r["time_us"]) if comp else None
+                ctext = (f"{cbest['algorithm']} ({cbest['busbw_gbps']:.1f})" if cbest else "-")
+                gain = f"{best['time_us'] / cbest['time_us']:.2f}x" if cbest else "-"
+                lines.append(f"| {gpus} | {collective} | {human(size)} | {best['algorithm']} "
+                             f"({best['busbw_gbps']:.1f}) | {pick['algorithm'] if pick else '?'} | "
+                             f"{100 * slow:+.0f}%{mark} | {old_text} | {ctext} | {gain} |")
+    table = "\n".join(lines)
+    print(table)
+    summary = (f"points where the selector's pick is more than 10% slower than the fastest: {misses} "
+               f"(without rails: {before_misses})")
+    print("\n" + summary)
+    with open(os.path.join(args.out, "crossovers.md"), "w") as f:
+        f.write(table + "\n\n" + summary + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
