@@ -155,6 +155,26 @@ TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRu
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64, nullptr)).algorithm, Algorithm::RecursiveDoubling);
 }
 
+TEST(Selector, TwoPhasesRailBytesSpreadOverTheNodesNics) {
+  // 128 nodes of 8 GPUs, 450 GB/s inside a node, one 50 GB/s NIC measured.
+  const RankLayout layout = nodesOf(std::vector<int>(128, 8));
+  Selector s = selectorWith({});
+  s.setLinks(LinkModel{4.5, 450}, LinkModel{5.3, 50});
+  const SelectionKey key = keyFor(CollectiveKind::AllReduce, size_t{1} << 30, &layout);
+  const double oneNic = s.predict(key, Algorithm::TwoPhase);
+  // One NIC: all 8 ranks' rail bytes through it, slower than Rabenseifner.
+  EXPECT_EQ(s.select(key).algorithm, Algorithm::Rabenseifner);
+  s.setRails(8);
+  const double eightNics = s.predict(key, Algorithm::TwoPhase);
+  EXPECT_LT(eightNics, oneNic / 4);
+  EXPECT_EQ(s.select(key).algorithm, Algorithm::TwoPhase);
+  // A flat algorithm's per-rank messages do not change.
+  s.setRails(1);
+  const double ringOne = s.predict(key, Algorithm::Ring);
+  s.setRails(8);
+  EXPECT_DOUBLE_EQ(s.predict(key, Algorithm::Ring), ringOne);
+}
+
 TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
   const RankLayout one = nodesOf({4});
   DeviceRoutes routes;
