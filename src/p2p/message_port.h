@@ -16,13 +16,14 @@ namespace fairway {
 class Transport;
 
 // One posted send or receive, owned by the caller until it is waited for.
+// 32 bytes: a two-phase call on thousands of nodes holds thousands per rank.
 struct Pending {
   RequestHandle handle = kCompleted;
-  int peer = -1;
   uint64_t tag = 0;
+  Transport* via = nullptr;  // the transport that owns handle (null in the simulator)
+  int peer = -1;
   bool isRecv = false;
   bool done = true;
-  Transport* via = nullptr;  // the transport that owns handle (null in the simulator)
 };
 
 class MessagePort {

@@ -122,7 +122,7 @@ Status Messenger::postChecked(Status posted, Pending* out) {
 
 Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pending* out, MemoryType memory) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
-  *out = Pending{kCompleted, peer, tag, false, true, transportOf(peer)};
+  *out = Pending{kCompleted, tag, transportOf(peer), peer, false, true};
   Status posted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -133,7 +133,7 @@ Status Messenger::send(int peer, const void* buf, size_t bytes, uint64_t tag, Pe
 
 Status Messenger::recv(int peer, void* buf, size_t bytes, uint64_t tag, Pending* out, MemoryType memory) {
   if (broken_.load(std::memory_order_acquire)) return brokenStatus();
-  *out = Pending{kCompleted, peer, tag, true, true, transportOf(peer)};
+  *out = Pending{kCompleted, tag, transportOf(peer), peer, true, true};
   Status posted;
   {
     std::lock_guard<std::mutex> lock(mutex_);

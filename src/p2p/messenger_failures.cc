@@ -87,7 +87,7 @@ void Messenger::sendNoticeToAll(fwResult_t code, const std::string& text) {
     notice.encode(outgoingNotice_);
     for (int r = 0; r < size(); ++r) {
       if (r == rank_ || notice.failed.count(r)) continue;
-      Pending p{kCompleted, r, 0, false, false, transportOf(r)};
+      Pending p{kCompleted, 0, transportOf(r), r, false, false};
       if (p.via->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), MemoryType::Host, &p.handle).isOk()) {
         notices.push_back(p);
       }
@@ -148,8 +148,8 @@ Status Messenger::recoveryExchange(const std::vector<int>& peers, uint64_t id, c
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < n; ++i) {
       const int p = peers[i];
-      recvs[i] = Pending{kCompleted, p, Tag::recovery(p, id), true, false, transportOf(p)};
-      sends[i] = Pending{kCompleted, p, Tag::recovery(rank_, id), false, false, transportOf(p)};
+      recvs[i] = Pending{kCompleted, Tag::recovery(p, id), transportOf(p), p, true, false};
+      sends[i] = Pending{kCompleted, Tag::recovery(rank_, id), transportOf(p), p, false, false};
       const bool posted =
           recvs[i].via->irecv(p, (*got)[i].data(), mine.size(), recvs[i].tag, Tag::kFullMask, MemoryType::Host,
                               &recvs[i].handle).isOk() &&
