@@ -24,11 +24,11 @@ SIM = os.path.join(ROOT, "build", "bin", "fairway-sim")
 COLLECTIVES = ["allreduce", "reduce_scatter", "allgather"]
 
 
-def run(gpus, collective, preset, out, threads, compression=None, extra=()):
+def run(gpus, collective, preset, out, threads, compression=None, extra=(), sim=SIM):
     nodes = max(1, gpus // 8)
     tag = f"{gpus}-{collective}" + (f"-{compression}" if compression else "") + "".join(extra).replace("-", "")
     path = os.path.join(out, f"sim-{tag}.json")
-    cmd = [SIM, "--preset", preset, "--nodes", str(nodes), "--ranks-per-node", str(min(8, gpus)), "-c", collective,
+    cmd = [sim, "--preset", preset, "--nodes", str(nodes), "--ranks-per-node", str(min(8, gpus)), "-c", collective,
            "-b", "1M", "-e", "1G", "-f", "4", "-J", path, "-j", str(threads)]
     if compression:
         cmd += ["-q", compression]
@@ -58,20 +58,25 @@ def main():
     ap.add_argument("--collectives", default=",".join(COLLECTIVES))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "sim-crossovers"))
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--compressed-up-to", type=int, default=256,
+                    help="compressed runs only up to this many GPUs (compressed flat's all-to-all grows as n^2)")
+    ap.add_argument("--before-sim", default=SIM,
+                    help="the fairway-sim whose selector gives the 'before' picks (with --model-rails 1)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     lines = ["| GPUs | collective | size | fastest (busbw GB/s) | selector's pick | pick vs fastest | "
-             "pick without rails | vs fastest | int8 compressed: fastest | compressed vs plain |",
+             "pick before | vs fastest | int8 compressed: fastest | compressed vs plain |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     before_misses = 0
     misses = 0
     for gpus in [int(g) for g in args.gpus.split(",")]:
         for collective in args.collectives.split(","):
             plain = run(gpus, collective, args.preset, args.out, args.j)
-            # What the cost model picked before it counted a node's NICs.
-            old = run(gpus, collective, args.preset, args.out, args.j, extra=("--selected", "--model-rails", "1"))
+            # The picks before: another build's selector (--before-sim), told of one NIC per node as it assumed.
+            old = run(gpus, collective, args.preset, args.out, args.j, extra=("--selected", "--model-rails", "1"),
+                      sim=args.before_sim)
             compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8")
-                          if collective != "allgather" else {})
+                          if collective != "allgather" and gpus <= args.compressed_up_to else {})
             for size in sorted(plain):
                 rows = plain[size]
                 best = min(rows, key=lambda r: r["time_us"])
@@ -95,7 +100,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     summary = (f"points where the selector's pick is more than 10% slower than the fastest: {misses} "
-               f"(without rails: {before_misses})")
+               f"(before: {before_misses})")
     print("\n" + summary)
     with open(os.path.join(args.out, "crossovers.md"), "w") as f:
         f.write(table + "\n\n" + summary + "\n")

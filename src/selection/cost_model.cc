@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "algorithms/two_phase.h"
+
 namespace fairway {
 
 Status LinkModel::parse(const std::string& variable, const std::string& text, LinkModel* out) {
@@ -29,6 +31,29 @@ Status LinkModel::parse(const std::string& variable, const std::string& text, Li
   return Status::ok();
 }
 
+namespace {
+
+// A chunk a ring step moves in segments of the pipeline's size, `depth` of
+// them in flight: the link's time for the bytes, or, where the latency
+// of each segment outweighs its transfer, the segments' latencies spread
+// over the window.
+double segmentedUs(const LinkModel& link, double chunk, const PipelineSettings& p) {
+  const double segment = static_cast<double>(std::max<size_t>(1, p.segmentBytes));
+  const double pieces = std::ceil(chunk / segment);
+  if (pieces <= 1) return link.costUs(chunk);
+  const double window = std::min(pieces, static_cast<double>(std::max(1, p.depth)));
+  return std::max(link.costUs(chunk), pieces * link.costUs(segment) / window);
+}
+
+// Two-phase's phases over `slices` pipelined slices: each slice pays the
+// phases' latencies, and a slice's node phase overlaps earlier slices'
+// rail exchanges, so the longer phase dominates.
+double overlappedUs(double nodeUs, double railUs, double slices) {
+  return std::max(nodeUs, railUs) + std::min(nodeUs, railUs) / std::max(1.0, slices);
+}
+
+}  // namespace
+
 double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, const ClusterShape& shape) {
   const double n = shape.ranks, M = shape.nodes, D = shape.perNode, S = static_cast<double>(bytes);
   // Flat algorithms on several nodes pay the inter-node link at every step.
@@ -45,18 +70,23 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   // full precision and only the rails carry encoded bytes (two-phase).
   // Flat's pieces to other nodes share their node's link: D ranks each
   // send (n - D) / n of their encoded input across it.
+  const PipelineSettings& p = shape.pipeline;
+  // Slices of two-phase (two_phase.cc's count, over bytes as elements).
+  const double arSlices = static_cast<double>(sliceCount(p, bytes, bytes, shape.ranks, 1));
   const double flatShare = shape.nodes > 1 ? D / R * (n - D) / n : (n - 1) / n;
   const double compressedFlatPass = (n - 1) * flat.alphaUs + flatShare * r * S / (flat.gbPerSec * 1e3);
   switch (kind) {
     case CollectiveKind::AllReduce:
       switch (algorithm) {
-        case Algorithm::Ring: return 2 * (n - 1) * flat.costUs(S / n);
+        case Algorithm::Ring: return 2 * (n - 1) * segmentedUs(flat, S / n, p);
         case Algorithm::Rabenseifner: return 2 * logN * flat.alphaUs + 2 * (n - 1) / n * flat.costUs(S) - 2 * (n - 1) / n * flat.alphaUs;
         case Algorithm::RecursiveDoubling: return logN * flat.costUs(S);
         case Algorithm::TwoPhase:
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per
           // node, over its R NICs.
-          return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs((M - 1) / M * S / R));
+          // Every slice pays its steps' latencies.
+          return overlappedUs(2 * (D - 1) * (arSlices * in.alphaUs + S / D / (in.gbPerSec * 1e3)),
+                              2 * (arSlices * out.alphaUs + (M - 1) / M * S / R / (out.gbPerSec * 1e3)), arSlices);
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
         case Algorithm::CompressedFlat: return 2 * compressedFlatPass;
         case Algorithm::CompressedTwoPhase: return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S / R));
@@ -72,7 +102,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       }
     case CollectiveKind::ReduceScatter:  // bytes: the whole input
       switch (algorithm) {
-        case Algorithm::Ring: return (n - 1) * flat.costUs(S / n);
+        case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S / n, p);
         case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R);
         case Algorithm::CompressedFlat: return compressedFlatPass;
         case Algorithm::CompressedTwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R);
@@ -80,7 +110,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       }
     case CollectiveKind::AllGather:  // bytes: one rank's block
       switch (algorithm) {
-        case Algorithm::Ring: return (n - 1) * flat.costUs(S);
+        case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S, p);
         case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3);
         case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S / R) + (D - 1) * in.costUs(M * S);
         default: return -1;

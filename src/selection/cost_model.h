@@ -9,6 +9,7 @@
 #include "algorithms/algorithm.h"
 #include "collective/collective_args.h"
 #include "core/link_model.h"
+#include "core/pipeline_settings.h"
 #include "core/status.h"
 
 namespace fairway {
@@ -24,6 +25,9 @@ struct ClusterShape {
   // NICs, one per rail on a GPU node): where every rank of a node sends
   // at once (two-phase's rails, compressed flat), they share these.
   int rails = 1;
+  // How the algorithms cut their messages (segments, slices): on links
+  // whose latency outweighs a piece's transfer, the pieces' latencies add up.
+  PipelineSettings pipeline;
 };
 
 // Predicted microseconds of algorithm for a collective of `bytes` (the

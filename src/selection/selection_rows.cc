@@ -38,6 +38,12 @@ SelectionRow byModel(unsigned collectives, bool compressed) {
   return row;
 }
 
+SelectionRow deviceOneNodeByModel() {
+  SelectionRow row = fixed(kAnyCollective, kDeviceMemory, kOneNode, 0, kNoLimit, Algorithm::Ring, "cost model");
+  row.byModel = true;
+  return row;
+}
+
 }  // namespace
 
 const char* const kOverrideRule = "FAIRWAY_ALGO";
@@ -57,6 +63,10 @@ const std::vector<SelectionRow>& defaultRows() {
         fixed(kSegmentCollectives, kAnyMemory, kOneNode, 0, kNoLimit, Algorithm::SharedMemory, "the node's segment",
               kNeedsSegment),
         byModel(kAnyCollective, false),
+        // Device buffers on one node without NCCL (UCX's CUDA IPC): links
+        // far faster than the reference machine's memory, where the model
+        // sees the pipeline's message latencies the host crossovers do not.
+        deviceOneNodeByModel(),
         fixed(bitOf(K::AllReduce), kAnyMemory, kAnyLayout, 0, kAllreduceRingFromBytes, Algorithm::RecursiveDoubling,
               "measured crossover"),
         fixed(bitOf(K::AllReduce), kAnyMemory, kAnyLayout, kAllreduceRingFromBytes, kNoLimit, Algorithm::Ring,

@@ -11,7 +11,8 @@
 namespace fairway {
 namespace {
 
-ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter, int rails) {
+ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter, int rails,
+                     const PipelineSettings& pipeline) {
   ClusterShape shape;
   shape.ranks = key.layout != nullptr ? key.layout->size() : key.ranks;
   shape.nodes = key.layout != nullptr ? key.layout->nodeCount() : 1;
@@ -20,6 +21,7 @@ ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const Link
   shape.inter = inter;
   shape.wireRatio = key.compressed ? key.wireRatio : 1;
   shape.rails = rails;
+  shape.pipeline = pipeline;
   return shape;
 }
 
@@ -146,7 +148,7 @@ void Selector::placeProviders(const SelectionKey& key, Selection* s) const {
 std::optional<Algorithm> Selector::cheapestByModel(const SelectionKey& key, bool compressed) const {
   SelectionKey modelled = key;
   modelled.compressed = compressed;  // a compressed allgather's plain phase moves its wire bytes as they are
-  const ClusterShape shape = shapeOf(modelled, intra_, inter_, rails_);
+  const ClusterShape shape = shapeOf(modelled, intra_, inter_, rails_, pipeline_);
   std::optional<Algorithm> best;
   double bestUs = 0;
   for (Algorithm a : algorithmsOf(key.kind)) {
@@ -164,7 +166,7 @@ double Selector::predict(const SelectionKey& key, Algorithm algorithm) const {
   // No model of NCCL's own or the shared-memory collectives (and no need
   // to pay for the shape on every small call).
   if (algorithm == Algorithm::Native || algorithm == Algorithm::SharedMemory) return -1;
-  return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_, rails_));
+  return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_, rails_, pipeline_));
 }
 
 void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
@@ -174,7 +176,7 @@ void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
     std::lock_guard<std::mutex> lock(loggedMutex_);
     if (!logged_.insert({static_cast<int>(key.kind), key.onDevice, bucket}).second) return;
   }
-  const ClusterShape shape = shapeOf(key, intra_, inter_, rails_);
+  const ClusterShape shape = shapeOf(key, intra_, inter_, rails_, pipeline_);
   std::string others;
   const bool compressedReduction = key.compressed && isCompressedAlgorithm(s.algorithm);
   for (Algorithm a : algorithmsOf(key.kind)) {

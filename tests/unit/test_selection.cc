@@ -127,16 +127,21 @@ TEST(Selector, TheSegmentCarriesHostBuffersOnly) {
   routes.ucxDirect = true;
   Selector direct = selectorWith({}, routes);
   direct.setSharedMemory(true);
+  // Device memory on one node without NCCL: the cost model, not the host's crossovers.
   const Selection onDevice = direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
-  EXPECT_EQ(onDevice.algorithm, Algorithm::Ring);
+  EXPECT_STREQ(onDevice.rule, "cost model");
+  EXPECT_LE(direct.predict(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false), onDevice.algorithm),
+            direct.predict(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false), Algorithm::Ring));
   EXPECT_EQ(onDevice.node, Provider::DeviceUcx);
   EXPECT_EQ(onDevice.rail, Provider::DeviceUcx);
   const Selection acrossNodes = direct.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo, true, false));
   EXPECT_EQ(acrossNodes.node, Provider::DeviceUcx);
-  // shm forced for device memory UCX reaches: the crossovers instead.
+  // shm forced for device memory UCX reaches: the next row (the cost model) instead.
   direct = selectorWith({{"allreduce", "shm"}}, routes);
   direct.setSharedMemory(true);
-  EXPECT_EQ(direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false)).algorithm, Algorithm::Ring);
+  const Selection refused = direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
+  EXPECT_NE(refused.algorithm, Algorithm::SharedMemory);
+  EXPECT_STREQ(refused.rule, "cost model");
 }
 
 TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRun) {
@@ -184,9 +189,9 @@ TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
   EXPECT_EQ(native.algorithm, Algorithm::Native);
   EXPECT_EQ(native.node, Provider::Nccl);
   EXPECT_LT(s.predict(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true), native.algorithm), 0);  // no model of NCCL's own collective
-  // NCCL has no form of it (bitwise op, all-to-all): the host's choice over staged UCX.
+  // NCCL has no form of it (bitwise op, all-to-all): the cost model's choice over staged UCX.
   Selection bitwise = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
-  EXPECT_EQ(bitwise.algorithm, Algorithm::Ring);
+  EXPECT_STREQ(bitwise.rule, "cost model");
   EXPECT_EQ(bitwise.rail, Provider::StagedUcx);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllToAll, 64, &one, true, false)).node, Provider::StagedUcx);
   // Host buffers of the same communicator never see NCCL.
