@@ -3,6 +3,7 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/fixedsize_stack.hpp>
 #include <chrono>
+#include <limits>
 #include <new>
 
 #include "sim/sim_rank.h"
@@ -220,7 +221,7 @@ void Engine::startFlow(uint32_t m) {
     trace_.push_back(std::move(t));
   }
   if (msg.bytes == 0) {
-    push(now_, EventKind::FlowEnd, kNone, m);
+    push(now_, EventKind::FlowEnd, m);
     return;
   }
   network_.start(path.links, path.hops, static_cast<double>(msg.bytes), now_, m);
@@ -238,36 +239,36 @@ void Engine::complete(int rank, Pending* p, uint64_t serial) {
   }
 }
 
+// A message's bytes have all left (or it had none): its sender may be
+// done, and it arrives after its path's latency and the overhead.
+void Engine::flowEnded(uint32_t m) {
+  Message& msg = messages_[m];
+  if (msg.work) {
+    complete(msg.src, msg.sendPending, msg.sendSerial);
+    releaseMessage(m);
+    return;
+  }
+  const Path path = fabric_.path(msg.src, msg.dst);
+  const double arrive = now_ + path.latencyUs + spec_.messageOverheadUs;
+  if (msg.trace != kNone) trace_[msg.trace].flowEnd = now_;
+  // An eager send is done once its data has left; a rendezvous send
+  // when the receiver has it.
+  if (msg.bytes <= spec_.eagerBytes) {
+    complete(msg.src, msg.sendPending, msg.sendSerial);
+    msg.senderDone = true;
+  }
+  push(arrive, EventKind::Deliver, m);
+}
+
 void Engine::process(const Event& e) {
   ++eventCount_;
   switch (e.kind) {
     case EventKind::FlowStart:
       startFlow(e.a);
       return;
-    case EventKind::FlowEnd: {
-      uint32_t m = e.b;
-      if (e.a != kNone) {
-        if (!network_.finish(static_cast<int>(e.a), e.b)) return;  // rescheduled since
-        m = network_.owner(static_cast<int>(e.a));
-      }
-      Message& msg = messages_[m];
-      if (msg.work) {
-        complete(msg.src, msg.sendPending, msg.sendSerial);
-        releaseMessage(m);
-        return;
-      }
-      const Path path = fabric_.path(msg.src, msg.dst);
-      const double arrive = now_ + path.latencyUs + spec_.messageOverheadUs;
-      if (msg.trace != kNone) trace_[msg.trace].flowEnd = now_;
-      // An eager send is done once its data has left; a rendezvous send
-      // when the receiver has it.
-      if (msg.bytes <= spec_.eagerBytes) {
-        complete(msg.src, msg.sendPending, msg.sendSerial);
-        msg.senderDone = true;
-      }
-      push(arrive, EventKind::Deliver, m);
+    case EventKind::FlowEnd:
+      flowEnded(e.a);
       return;
-    }
     case EventKind::Deliver: {
       Message& msg = messages_[e.a];
       msg.delivered = true;
@@ -283,8 +284,6 @@ void Engine::process(const Event& e) {
       if (msg.senderDone && msg.receiverDone) releaseMessage(e.a);
       return;
     }
-    case EventKind::DeliverSender:
-      return;
   }
 }
 
@@ -333,11 +332,17 @@ Status Engine::run(const Body& body, RunStats* stats) {
   for (int r = ranks_ - 1; r >= 0; --r) runnable_.push_back(r);
   for (;;) {
     resumeRunnable();
-    network_.settle(now_, [&](int flow, double finish, uint32_t version) {
-      push(finish, EventKind::FlowEnd, static_cast<uint32_t>(flow), version);
-    });
-    if (events_.empty()) break;
-    now_ = events_.top().time;
+    network_.settle(now_);
+    const double nextFlow = network_.nextFinish();
+    if (events_.empty() && nextFlow == std::numeric_limits<double>::infinity()) break;
+    now_ = events_.empty() ? nextFlow : std::min(nextFlow, events_.top().time);
+    while (network_.nextFinish() == now_) {
+      const int flow = network_.nextFlow();
+      const uint32_t m = network_.owner(flow);
+      network_.finish(flow);
+      ++eventCount_;
+      flowEnded(m);
+    }
     while (!events_.empty() && events_.top().time == now_) {
       const Event e = events_.top();
       events_.pop();

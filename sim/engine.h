@@ -74,7 +74,8 @@ class Engine {
  private:
   struct Rank;
   struct Message;
-  enum class EventKind : uint8_t { FlowStart, FlowEnd, Deliver, DeliverSender };
+  // FlowEnd: a message of no bytes (flows' ends come from the network's own heap).
+  enum class EventKind : uint8_t { FlowStart, FlowEnd, Deliver };
   struct Event {
     double time;
     uint64_t order;  // ties in posting order: deterministic
@@ -95,6 +96,7 @@ class Engine {
   void push(double time, EventKind kind, uint32_t a, uint32_t b = 0);
   void matched(uint32_t m);
   void startFlow(uint32_t m);
+  void flowEnded(uint32_t m);
   void complete(int rank, Pending* p, uint64_t serial);
   void process(const Event& e);
   void resumeRunnable();

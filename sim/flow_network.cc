@@ -1,7 +1,8 @@
 #include "sim/flow_network.h"
 
 #include <algorithm>
-#include <queue>
+#include <cmath>
+#include <limits>
 
 namespace fairway::sim {
 
@@ -35,6 +36,8 @@ int FlowNetwork::start(const int* links, int hops, double bytes, double now, uin
   f.remaining = bytes;
   f.rate = 0;
   f.since = now;
+  f.finishAt = 0;
+  f.heapPos = -1;
   f.owner = owner;
   f.frozen = false;
   f.changed = false;
@@ -50,9 +53,8 @@ int FlowNetwork::start(const int* links, int hops, double bytes, double now, uin
   return id;
 }
 
-bool FlowNetwork::finish(int id, uint32_t version) {
+void FlowNetwork::finish(int id) {
   Flow& f = flows_[id];
-  if (!f.active || f.version != version) return false;
   for (int h = 0; h < f.hops; ++h) {
     Link& link = links_[f.links[h]];
     // Swap-remove, keeping the moved flow's slot right.
@@ -65,11 +67,91 @@ bool FlowNetwork::finish(int id, uint32_t version) {
     link.flows.pop_back();
     markDirty(f.links[h]);
   }
+  heapRemove(id);
   f.active = false;
-  ++f.version;
   --active_;
   freeFlows_.push_back(id);
-  return true;
+}
+
+size_t FlowNetwork::settle(double now) {
+  if (dirty_.empty()) return 0;
+  collectComponent();
+  fill(now);
+  size_t changed = 0;
+  for (int f : componentFlows_) {
+    Flow& flow = flows_[f];
+    if (!flow.changed) continue;
+    flow.changed = false;
+    flow.finishAt = now + flow.remaining / flow.rate;
+    heapUpdate(f);
+    ++changed;
+  }
+  return changed;
+}
+
+double FlowNetwork::nextFinish() const {
+  return heap_.empty() ? std::numeric_limits<double>::infinity() : flows_[heap_.front()].finishAt;
+}
+
+void FlowNetwork::heapPlace(int pos, int flow) {
+  heap_[pos] = flow;
+  flows_[flow].heapPos = pos;
+}
+
+// Ties go to the lower flow id, so runs are deterministic.
+static bool earlier(double a, int fa, double b, int fb) { return a < b || (a == b && fa < fb); }
+
+void FlowNetwork::heapUp(int pos) {
+  const int flow = heap_[pos];
+  const double t = flows_[flow].finishAt;
+  while (pos > 0) {
+    const int parent = (pos - 1) / 2;
+    if (!earlier(t, flow, flows_[heap_[parent]].finishAt, heap_[parent])) break;
+    heapPlace(pos, heap_[parent]);
+    pos = parent;
+  }
+  heapPlace(pos, flow);
+}
+
+void FlowNetwork::heapDown(int pos) {
+  const int n = static_cast<int>(heap_.size());
+  const int flow = heap_[pos];
+  const double t = flows_[flow].finishAt;
+  for (;;) {
+    int child = 2 * pos + 1;
+    if (child >= n) break;
+    if (child + 1 < n && earlier(flows_[heap_[child + 1]].finishAt, heap_[child + 1], flows_[heap_[child]].finishAt,
+                                 heap_[child])) {
+      ++child;
+    }
+    if (!earlier(flows_[heap_[child]].finishAt, heap_[child], t, flow)) break;
+    heapPlace(pos, heap_[child]);
+    pos = child;
+  }
+  heapPlace(pos, flow);
+}
+
+void FlowNetwork::heapUpdate(int flow) {
+  Flow& f = flows_[flow];
+  if (f.heapPos < 0) {
+    heap_.push_back(flow);
+    f.heapPos = static_cast<int>(heap_.size()) - 1;
+  }
+  heapUp(f.heapPos);
+  heapDown(flows_[flow].heapPos);
+}
+
+void FlowNetwork::heapRemove(int flow) {
+  Flow& f = flows_[flow];
+  if (f.heapPos < 0) return;
+  const int pos = f.heapPos;
+  const int last = heap_.back();
+  heap_.pop_back();
+  f.heapPos = -1;
+  if (last == flow) return;
+  heapPlace(pos, last);
+  heapUp(pos);
+  heapDown(flows_[last].heapPos);
 }
 
 // Every flow and link reachable from the dirty links through shared links.
@@ -139,7 +221,6 @@ void FlowNetwork::fill(double now) {
       if (flow.rate == 0 || std::abs(flow.rate - share) > 1e-9 * share) {
         flow.rate = share;
         flow.changed = true;
-        ++flow.version;
       }
       for (int h = 0; h < flow.hops; ++h) {
         if (flow.links[h] == e.link) continue;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace fairway::sim {
@@ -33,26 +34,19 @@ class FlowNetwork {
   // Starts a flow of `bytes` across `links` at `now`; owner is the
   // caller's (the message it carries). Rates are set at the next settle().
   int start(const int* links, int hops, double bytes, double now, uint32_t owner);
-  // Ends a flow whose finish event came due; false if the event is stale
-  // (its rate changed since it was scheduled).
-  bool finish(int flow, uint32_t version);
   uint32_t owner(int flow) const { return flows_[flow].owner; }
 
   // Works out the rates of the flows that share links with flows started
-  // or ended since the last call, and calls schedule(flow, finishTime,
-  // version) for each whose finish time moved.
-  template <typename Schedule>
-  void settle(double now, Schedule&& schedule) {
-    if (dirty_.empty()) return;
-    collectComponent();
-    fill(now);
-    for (int f : componentFlows_) {
-      Flow& flow = flows_[f];
-      if (!flow.changed) continue;
-      flow.changed = false;
-      schedule(f, now + flow.remaining / flow.rate, flow.version);
-    }
-  }
+  // or ended since the last call, and moves their finish times; returns
+  // how many flows' rates changed.
+  size_t settle(double now);
+  // The earliest finish time of an active flow (infinity when none), and
+  // that flow. Each flow has one place in an indexed heap, so a rate that
+  // changes many times leaves nothing stale behind.
+  double nextFinish() const;
+  int nextFlow() const { return heap_.front(); }
+  // Ends a flow (the one nextFlow() names, once its time has come).
+  void finish(int flow);
 
   double rate(int flow) const { return flows_[flow].rate; }
   size_t activeFlows() const { return active_; }
@@ -79,8 +73,9 @@ class FlowNetwork {
     double remaining = 0;
     double rate = 0;
     double since = 0;  // when remaining was last brought up to date
+    double finishAt = 0;
+    int heapPos = -1;  // in heap_, or -1
     uint32_t owner = 0;
-    uint32_t version = 0;
     uint32_t seen = 0;
     bool frozen = false;
     bool changed = false;
@@ -90,6 +85,13 @@ class FlowNetwork {
   void collectComponent();
   void fill(double now);
   void markDirty(int link);
+  // The finish-time heap (min at the front), with each flow's position kept.
+  void heapPlace(int pos, int flow);
+  void heapUp(int pos);
+  void heapDown(int pos);
+  void heapUpdate(int flow);
+  void heapRemove(int flow);
+  std::vector<int> heap_;
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;
