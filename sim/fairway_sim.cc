@@ -282,7 +282,7 @@ void writePng(const Options& o, const std::vector<Row>& rows, const std::vector<
     std::fprintf(f, "\n\n");
   }
   std::fclose(f);
-  std::string script = "set terminal pngcairo size 900,540 font ',10'; set output '" + o.pngPath +
+  std::string script = "set terminal pngcairo size 900,540 font ',10' noenhanced; set output '" + o.pngPath +
                        "'; set logscale x 2; set xlabel 'size (bytes)'; set ylabel 'busbw (GB/s)'; set key left top;"
                        " set title 'fairway-sim: " + std::string(collectiveName(o.scenario.kind)) + ", " +
                        std::to_string(o.scenario.nodes) + " x " + std::to_string(o.scenario.spec.ranksPerNode) +
