@@ -71,8 +71,6 @@ Engine::Engine(const ClusterSpec& spec, int nodes)
 
 Engine::~Engine() = default;
 
-double Engine::clockOf(int rank) const { return rankStates_[rank]->clock; }
-
 void Engine::charge(int rank, double us) { rankStates_[rank]->clock += us; }
 
 void Engine::work(int rank, double processorUs) {
@@ -133,8 +131,18 @@ Status Engine::post(int rank, bool isSend, int peer, size_t bytes, uint64_t tag,
   bool paired = false;
   if (it != unmatched_.end() && (isSend ? !messages_[it->second.first].sendPosted
                                         : !messages_[it->second.first].recvPosted)) {
-    // The oldest waiting other end of this key.
+    // The oldest waiting other end of this key; a send larger than its
+    // receive is an algorithm's bug, as a truncated message is in a job.
     m = it->second.first;
+    const size_t sent = isSend ? bytes : messages_[m].bytes;
+    const size_t room = isSend ? messages_[m].bytes : bytes;
+    if (sent > room) {
+      out->done = true;
+      out->handle = kCompleted;
+      return Status(fwInternalError, "simulated rank " + std::to_string(messages_[m].src) + " sent " +
+                                         std::to_string(sent) + " bytes to rank " + std::to_string(messages_[m].dst) +
+                                         ", whose receive has room for " + std::to_string(room));
+    }
     it->second.first = messages_[m].next;
     if (it->second.first == kNone) unmatched_.erase(it);
     paired = true;
@@ -180,7 +188,10 @@ void Engine::matched(uint32_t m) {
   Message& msg = messages_[m];
   if (msg.flowStarted) {
     // An eager message: its receive completes once the data is there.
-    if (msg.delivered) complete(msg.dst, msg.recvPending, msg.recvSerial), msg.receiverDone = true;
+    if (msg.delivered) {
+      complete(msg.dst, msg.recvPending, msg.recvSerial);
+      msg.receiverDone = true;
+    }
     if (msg.senderDone && msg.receiverDone) releaseMessage(m);
     return;
   }
@@ -311,6 +322,9 @@ void Engine::resumeRunnable() {
 }
 
 Status Engine::run(const Body& body, RunStats* stats) {
+  // Clocks, messages and the network carry over from a run: one per engine.
+  if (ran_) return Status(fwInvalidUsage, "a simulation engine runs once; make another for the next call");
+  ran_ = true;
   const auto wallStart = std::chrono::steady_clock::now();
   trace_.clear();
   for (int r = 0; r < ranks_; ++r) {

@@ -52,7 +52,7 @@ class Engine {
   const ClusterSpec& spec() const { return spec_; }
 
   // Runs body for every rank, each in its fiber with its port and data
-  // space, until all have returned. Fails with the first rank's error, or
+  // space, until all have returned; once per engine. Fails with the first rank's error, or
   // when ranks wait for messages that can never come (the error names them).
   using Body = std::function<Status(int rank, MessagePort& port, DataSpace& space)>;
   Status run(const Body& body, RunStats* stats);
@@ -60,9 +60,8 @@ class Engine {
   void keepTrace(bool on) { tracing_ = on; }
   const std::vector<TraceRecord>& trace() const { return trace_; }
 
-  // For SimPort and SimDataSpace (engine.cc): a rank's clock and the
-  // operations it posts, and the time its work takes.
-  double clockOf(int rank) const;
+  // For SimPort and SimDataSpace (engine.cc): the operations a rank
+  // posts and waits for, and the time its work takes.
   void charge(int rank, double us);
   // Work of `processorUs` on one processor of the rank's own: charged to
   // its clock, or, where processors are shared, a flow across them that
@@ -124,6 +123,7 @@ class Engine {
   // and tag: the first and last message of each key (FIFO, as tag
   // matching is).
   std::unordered_map<MatchKey, std::pair<uint32_t, uint32_t>, MatchHash> unmatched_;
+  bool ran_ = false;
   bool tracing_ = false;
   std::vector<TraceRecord> trace_;
   uint64_t eventCount_ = 0, messageCount_ = 0;

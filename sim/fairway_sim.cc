@@ -8,6 +8,8 @@
 // algbw and busbw (nccl-tests' columns and formulas), marking the one the
 // selector of a job would pick (*) and the fastest (+).
 #include <getopt.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +29,8 @@
 
 using namespace fairway;
 using namespace fairway::sim;
+
+extern char** environ;
 
 namespace {
 
@@ -282,17 +286,42 @@ void writePng(const Options& o, const std::vector<Row>& rows, const std::vector<
     std::fprintf(f, "\n\n");
   }
   std::fclose(f);
-  std::string script = "set terminal pngcairo size 900,540 font ',10' noenhanced; set output '" + o.pngPath +
-                       "'; set logscale x 2; set xlabel 'size (bytes)'; set ylabel 'busbw (GB/s)'; set key left top;"
-                       " set title 'fairway-sim: " + std::string(collectiveName(o.scenario.kind)) + ", " +
-                       std::to_string(o.scenario.nodes) + " x " + std::to_string(o.scenario.spec.ranksPerNode) +
-                       " ranks, " + o.scenario.spec.name + "'; plot ";
+  // A gnuplot script file run without a shell, its strings quoted as
+  // gnuplot reads them, so no character of a path or spec name is taken as
+  // anything else.
+  auto quoted = [](const std::string& text) {
+    std::string q = "'";
+    for (char c : text) q += c == '\'' ? std::string("''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string script = "set terminal pngcairo size 900,540 font ',10' noenhanced\nset output " + quoted(o.pngPath) +
+                       "\nset logscale x 2\nset xlabel 'size (bytes)'\nset ylabel 'busbw (GB/s)'\nset key left top\n"
+                       "set title " +
+                       quoted("fairway-sim: " + std::string(collectiveName(o.scenario.kind)) + ", " +
+                              std::to_string(o.scenario.nodes) + " x " + std::to_string(o.scenario.spec.ranksPerNode) +
+                              " ranks, " + o.scenario.spec.name) +
+                       "\nplot ";
   for (size_t i = 0; i < algorithms.size(); ++i) {
-    script += std::string(i ? ", " : "") + "'" + data + "' index " + std::to_string(i) + " with linespoints title '" +
-              algorithmName(algorithms[i]) + "'";
+    script += std::string(i ? ", " : "") + quoted(data) + " index " + std::to_string(i) + " with linespoints title " +
+              quoted(algorithmName(algorithms[i]));
   }
-  const std::string command = "gnuplot -e \"" + script + "\" 2>&1";
-  if (std::system(command.c_str()) != 0) {
+  const std::string scriptPath = o.pngPath + ".gp";
+  FILE* g = std::fopen(scriptPath.c_str(), "w");
+  bool written = g != nullptr && std::fputs((script + "\n").c_str(), g) >= 0;
+  if (g != nullptr) written = std::fclose(g) == 0 && written;
+  if (!written) {
+    std::fprintf(stderr, "fairway-sim: cannot write %s\n", scriptPath.c_str());
+    return;
+  }
+  char gnuplot[] = "gnuplot";
+  std::string scriptArg = scriptPath;
+  char* argv[] = {gnuplot, scriptArg.data(), nullptr};
+  pid_t pid = -1;
+  int status = -1;
+  const bool drew = posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv, environ) == 0 &&
+                    waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::remove(scriptPath.c_str());
+  if (!drew) {
     std::fprintf(stderr, "fairway-sim: gnuplot could not draw %s (scripts/setup.sh installs gnuplot-nox); the data "
                  "is in %s\n", o.pngPath.c_str(), data.c_str());
     return;

@@ -158,10 +158,8 @@ void FlowNetwork::heapRemove(int flow) {
 void FlowNetwork::collectComponent() {
   ++epoch_;  // dirty links carry epoch_ already (markDirty set it one ahead)
   componentFlows_.clear();
-  componentLinks_.clear();
-  std::vector<int> stack;
-  stack.swap(dirty_);
-  for (int l : stack) componentLinks_.push_back(l);
+  componentLinks_.assign(dirty_.begin(), dirty_.end());
+  dirty_.clear();
   for (size_t i = 0; i < componentLinks_.size(); ++i) {
     for (int f : links_[componentLinks_[i]].flows) {
       Flow& flow = flows_[f];
@@ -176,8 +174,6 @@ void FlowNetwork::collectComponent() {
       }
     }
   }
-  stack.clear();
-  dirty_.swap(stack);
   largestComponent_ = std::max(largestComponent_, componentFlows_.size());
 }
 
@@ -190,14 +186,8 @@ void FlowNetwork::fill(double now) {
     flow.since = now;
     flow.frozen = false;
   }
-  struct Entry {
-    double share;
-    int link;
-    uint32_t stamp;
-    bool operator>(const Entry& o) const { return share > o.share; }
-  };
-  std::vector<Entry> heap;
-  heap.reserve(componentLinks_.size());
+  std::vector<FillEntry>& heap = fillHeap_;  // kept between calls: settle() runs at every instant
+  heap.clear();
   for (int l : componentLinks_) {
     Link& link = links_[l];
     link.left = link.capacity;
@@ -205,10 +195,10 @@ void FlowNetwork::fill(double now) {
     ++link.stamp;
     if (link.unfrozen > 0) heap.push_back({link.left / link.unfrozen, l, link.stamp});
   }
-  std::make_heap(heap.begin(), heap.end(), std::greater<Entry>());
+  std::make_heap(heap.begin(), heap.end(), std::greater<FillEntry>());
   while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<Entry>());
-    const Entry e = heap.back();
+    std::pop_heap(heap.begin(), heap.end(), std::greater<FillEntry>());
+    const FillEntry e = heap.back();
     heap.pop_back();
     Link& link = links_[e.link];
     if (e.stamp != link.stamp || link.unfrozen == 0) continue;
@@ -229,7 +219,7 @@ void FlowNetwork::fill(double now) {
         if (--other.unfrozen > 0) {
           ++other.stamp;
           heap.push_back({std::max(0.0, other.left) / other.unfrozen, flow.links[h], other.stamp});
-          std::push_heap(heap.begin(), heap.end(), std::greater<Entry>());
+          std::push_heap(heap.begin(), heap.end(), std::greater<FillEntry>());
         }
       }
     }

@@ -92,6 +92,14 @@ class FlowNetwork {
   void heapUpdate(int flow);
   void heapRemove(int flow);
   std::vector<int> heap_;
+  // Progressive filling's queue of links by fair share (stale entries skipped by stamp).
+  struct FillEntry {
+    double share;
+    int link;
+    uint32_t stamp;
+    bool operator>(const FillEntry& o) const { return share > o.share; }
+  };
+  std::vector<FillEntry> fillHeap_;
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;

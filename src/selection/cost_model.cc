@@ -66,13 +66,13 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const double r = shape.wireRatio;
   // The NICs a node's concurrent senders spread over (never more than its ranks).
   const double R = std::max(1.0, std::min(static_cast<double>(shape.rails), D));
+  const PipelineSettings& p = shape.pipeline;
+  // Slices of two-phase allreduce (two_phase.cc's count, over bytes as elements).
+  const double arSlices = static_cast<double>(sliceCount(p, bytes, bytes, shape.ranks, 1));
   // Compressed: every byte crosses encoded (flat), or the node phase moves
   // full precision and only the rails carry encoded bytes (two-phase).
-  // Flat's pieces to other nodes share their node's link: D ranks each
-  // send (n - D) / n of their encoded input across it.
-  const PipelineSettings& p = shape.pipeline;
-  // Slices of two-phase (two_phase.cc's count, over bytes as elements).
-  const double arSlices = static_cast<double>(sliceCount(p, bytes, bytes, shape.ranks, 1));
+  // Flat's pieces to other nodes share their node's NICs: D ranks each
+  // send (n - D) / n of their encoded input across R of them.
   const double flatShare = shape.nodes > 1 ? D / R * (n - D) / n : (n - 1) / n;
   const double compressedFlatPass = (n - 1) * flat.alphaUs + flatShare * r * S / (flat.gbPerSec * 1e3);
   switch (kind) {
@@ -83,8 +83,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
         case Algorithm::RecursiveDoubling: return logN * flat.costUs(S);
         case Algorithm::TwoPhase:
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per
-          // node, over its R NICs.
-          // Every slice pays its steps' latencies.
+          // node, over its R NICs; every slice pays its steps' latencies.
           return overlappedUs(2 * (D - 1) * (arSlices * in.alphaUs + S / D / (in.gbPerSec * 1e3)),
                               2 * (arSlices * out.alphaUs + (M - 1) / M * S / R / (out.gbPerSec * 1e3)), arSlices);
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
