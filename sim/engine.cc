@@ -17,6 +17,7 @@ constexpr uint32_t kNone = ~uint32_t{0};
 // Enough for the deepest algorithm (a compressed two-phase call inside
 // dispatch); pages are touched only as the stack grows.
 constexpr size_t kFiberStackBytes = 256 * 1024;
+constexpr double kSameInstantUs = 1e-6;
 
 RequestHandle handleOf(uint64_t serial) { return reinterpret_cast<RequestHandle>(static_cast<uintptr_t>(serial)); }
 }  // namespace
@@ -37,18 +38,21 @@ struct Engine::Rank {
   Status result;
 };
 
+// 72 bytes: a two-phase call on 16,384 ranks has 33 million at once.
 struct Engine::Message {
   int src = 0, dst = 0;
   size_t bytes = 0;
   uint64_t tag = 0;
   Pending* sendPending = nullptr;
   Pending* recvPending = nullptr;
-  uint64_t sendSerial = 0, recvSerial = 0;
-  double sendAt = -1, recvAt = -1;
+  // When its first end was posted (the second's time comes to matched());
+  // for a rank's work on shared processors, the processor-us it takes.
+  double firstAt = 0;
+  // The low bits of each post's serial, as its Pending's handle holds it:
+  // a slot the algorithm reused for another post is left alone.
+  uint32_t sendSerial = 0, recvSerial = 0;
   uint32_t next = kNone;  // the next unmatched message of its key
-  uint32_t trace = kNone;
-  double workUs = 0;
-  bool work = false;  // a rank's work on shared processors, not a message
+  bool work = false;      // a rank's work on shared processors, not a message
   bool sendPosted = false, recvPosted = false;
   bool flowStarted = false;
   bool delivered = false;  // the data is at the receiver
@@ -87,16 +91,16 @@ void Engine::work(int rank, double processorUs) {
   Message& msg = messages_[m];
   msg.src = msg.dst = rank;
   msg.work = true;
-  msg.workUs = processorUs;
+  msg.firstAt = processorUs;
   msg.sendPending = &done;
-  msg.sendSerial = serial;
+  msg.sendSerial = static_cast<uint32_t>(serial);
   msg.flowStarted = true;
   push(self.clock, EventKind::FlowStart, m);
   (void)waitAll(rank, &done, 1);
 }
 
-void Engine::push(double time, EventKind kind, uint32_t a, uint32_t b) {
-  events_.push(Event{time, order_++, kind, a, b});
+void Engine::push(double time, EventKind kind, uint32_t message) {
+  events_.push(Event{time, order_++, message, kind});
 }
 
 uint32_t Engine::newMessage() {
@@ -125,15 +129,14 @@ Status Engine::post(int rank, bool isSend, int peer, size_t bytes, uint64_t tag,
   out->tag = tag;
   out->isRecv = !isSend;
   out->done = false;
-  const MatchKey key{isSend ? peer : rank, tag};
-  auto it = unmatched_.find(key);
+  const int receiver = isSend ? peer : rank;
+  MatchTable::Entry* waiting = unmatched_.find(receiver, tag);
   uint32_t m;
   bool paired = false;
-  if (it != unmatched_.end() && (isSend ? !messages_[it->second.first].sendPosted
-                                        : !messages_[it->second.first].recvPosted)) {
+  if (waiting != nullptr && (isSend ? !messages_[waiting->first].sendPosted : !messages_[waiting->first].recvPosted)) {
     // The oldest waiting other end of this key; a send larger than its
     // receive is an algorithm's bug, as a truncated message is in a job.
-    m = it->second.first;
+    m = waiting->first;
     const size_t sent = isSend ? bytes : messages_[m].bytes;
     const size_t room = isSend ? messages_[m].bytes : bytes;
     if (sent > room) {
@@ -143,48 +146,54 @@ Status Engine::post(int rank, bool isSend, int peer, size_t bytes, uint64_t tag,
                                          std::to_string(sent) + " bytes to rank " + std::to_string(messages_[m].dst) +
                                          ", whose receive has room for " + std::to_string(room));
     }
-    it->second.first = messages_[m].next;
-    if (it->second.first == kNone) unmatched_.erase(it);
+    waiting->first = messages_[m].next;
+    if (waiting->first == kNone) unmatched_.erase(waiting);
     paired = true;
   } else {
     m = newMessage();
     Message& msg = messages_[m];
     msg.src = isSend ? rank : peer;
-    msg.dst = isSend ? peer : rank;
+    msg.dst = receiver;
     msg.tag = tag;
-    if (it == unmatched_.end()) {
-      unmatched_.emplace(key, std::make_pair(m, m));
+    msg.firstAt = self.clock;
+    if (waiting == nullptr) {
+      unmatched_.insert(receiver, tag, m);
     } else {
-      messages_[it->second.second].next = m;
-      it->second.second = m;
+      messages_[waiting->last].next = m;
+      waiting->last = m;
     }
     ++messageCount_;
   }
   Message& msg = messages_[m];
+  if (tracing_) {
+    if (traceIndex_.size() <= m) {
+      traceIndex_.resize(m + 1, kNone);
+      tracePosted_.resize(m + 1);
+    }
+    if (!paired) traceIndex_[m] = kNone;
+    (isSend ? tracePosted_[m].first : tracePosted_[m].second) = self.clock;
+  }
   if (isSend) {
     msg.sendPosted = true;
-    msg.sendAt = self.clock;
     msg.sendPending = out;
-    msg.sendSerial = serial;
+    msg.sendSerial = static_cast<uint32_t>(serial);
     msg.bytes = bytes;
   } else {
     msg.recvPosted = true;
-    msg.recvAt = self.clock;
     msg.recvPending = out;
-    msg.recvSerial = serial;
+    msg.recvSerial = static_cast<uint32_t>(serial);
     if (!msg.sendPosted) msg.bytes = bytes;
   }
   if (isSend && !paired && bytes <= spec_.eagerBytes) {
     // Eager: on its way before its receive is posted.
     msg.flowStarted = true;
-    push(msg.sendAt, EventKind::FlowStart, m);
+    push(self.clock, EventKind::FlowStart, m);
   }
-  if (paired) matched(m);
+  if (paired) matched(m, self.clock);
   return Status::ok();
 }
 
-// Both ends are posted.
-void Engine::matched(uint32_t m) {
+void Engine::matched(uint32_t m, double secondAt) {
   Message& msg = messages_[m];
   if (msg.flowStarted) {
     // An eager message: its receive completes once the data is there.
@@ -196,14 +205,16 @@ void Engine::matched(uint32_t m) {
     return;
   }
   if (msg.bytes <= spec_.eagerBytes) {
+    // An eager send not yet on its way was posted second (a first one
+    // starts at once), so secondAt is its time.
     msg.flowStarted = true;
-    push(std::max(msg.sendAt, now_), EventKind::FlowStart, m);
+    push(std::max(secondAt, now_), EventKind::FlowStart, m);
     return;
   }
   // A rendezvous: the receiver learns of the send, then pulls the data.
   const Path path = fabric_.path(msg.src, msg.dst);
   msg.flowStarted = true;
-  push(std::max({msg.sendAt, msg.recvAt, now_}) + path.latencyUs, EventKind::FlowStart, m);
+  push(std::max({msg.firstAt, secondAt, now_}) + path.latencyUs, EventKind::FlowStart, m);
 }
 
 void Engine::startFlow(uint32_t m) {
@@ -214,19 +225,19 @@ void Engine::startFlow(uint32_t m) {
     links[hops++] = rankProcessor_[msg.src];
     if (!nodeProcessors_.empty()) links[hops++] = nodeProcessors_[fabric_.nodeOf(msg.src)];
     if (clusterProcessors_ >= 0) links[hops++] = clusterProcessors_;
-    network_.start(links, hops, msg.workUs, now_, m);
+    network_.start(links, hops, msg.firstAt, m);
     return;
   }
   const Path path = fabric_.path(msg.src, msg.dst);
   if (tracing_) {
-    msg.trace = static_cast<uint32_t>(trace_.size());
+    traceIndex_[m] = static_cast<uint32_t>(trace_.size());
     TraceRecord t;
     t.src = msg.src;
     t.dst = msg.dst;
     t.bytes = msg.bytes;
     t.tag = msg.tag;
-    t.sendPosted = msg.sendAt;
-    t.recvPosted = msg.recvAt;
+    t.sendPosted = tracePosted_[m].first;
+    t.recvPosted = tracePosted_[m].second;
     t.flowStart = now_;
     for (int h = 0; h < path.hops; ++h) t.path += std::string(h ? " > " : "") + network_.kind(path.links[h]);
     trace_.push_back(std::move(t));
@@ -235,12 +246,15 @@ void Engine::startFlow(uint32_t m) {
     push(now_, EventKind::FlowEnd, m);
     return;
   }
-  network_.start(path.links, path.hops, static_cast<double>(msg.bytes), now_, m);
+  network_.start(path.links, path.hops, static_cast<double>(msg.bytes), m);
 }
 
-void Engine::complete(int rank, Pending* p, uint64_t serial) {
+void Engine::complete(int rank, Pending* p, uint32_t serial) {
   // A slot the algorithm reused after abandoning the operation is left alone.
-  if (p == nullptr || p->handle != handleOf(serial)) return;
+  if (p == nullptr || p->handle == kCompleted ||
+      static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p->handle)) != serial) {
+    return;
+  }
   p->done = true;
   p->handle = kCompleted;
   Rank& r = *rankStates_[rank];
@@ -261,7 +275,7 @@ void Engine::flowEnded(uint32_t m) {
   }
   const Path path = fabric_.path(msg.src, msg.dst);
   const double arrive = now_ + path.latencyUs + spec_.messageOverheadUs;
-  if (msg.trace != kNone) trace_[msg.trace].flowEnd = now_;
+  if (tracing_ && traceIndex_[m] != kNone) trace_[traceIndex_[m]].flowEnd = now_;
   // An eager send is done once its data has left; a rendezvous send
   // when the receiver has it.
   if (msg.bytes <= spec_.eagerBytes) {
@@ -275,15 +289,15 @@ void Engine::process(const Event& e) {
   ++eventCount_;
   switch (e.kind) {
     case EventKind::FlowStart:
-      startFlow(e.a);
+      startFlow(e.message);
       return;
     case EventKind::FlowEnd:
-      flowEnded(e.a);
+      flowEnded(e.message);
       return;
     case EventKind::Deliver: {
-      Message& msg = messages_[e.a];
+      Message& msg = messages_[e.message];
       msg.delivered = true;
-      if (msg.trace != kNone) trace_[msg.trace].delivered = now_;
+      if (tracing_ && traceIndex_[e.message] != kNone) trace_[traceIndex_[e.message]].delivered = now_;
       if (!msg.senderDone) {
         complete(msg.src, msg.sendPending, msg.sendSerial);
         msg.senderDone = true;
@@ -292,7 +306,7 @@ void Engine::process(const Event& e) {
         complete(msg.dst, msg.recvPending, msg.recvSerial);
         msg.receiverDone = true;
       }
-      if (msg.senderDone && msg.receiverDone) releaseMessage(e.a);
+      if (msg.senderDone && msg.receiverDone) releaseMessage(e.message);
       return;
     }
   }
@@ -350,7 +364,10 @@ Status Engine::run(const Body& body, RunStats* stats) {
     const double nextFlow = network_.nextFinish();
     if (events_.empty() && nextFlow == std::numeric_limits<double>::infinity()) break;
     now_ = events_.empty() ? nextFlow : std::min(nextFlow, events_.top().time);
-    while (network_.nextFinish() == now_) {
+    // Flows that end within a picosecond of each other end together:
+    // symmetric flows' finish times differ only in rounding, and each
+    // distinct instant would work out the rates of their component again.
+    while (network_.nextFinish() <= now_ + kSameInstantUs) {
       const int flow = network_.nextFlow();
       const uint32_t m = network_.owner(flow);
       network_.finish(flow);
@@ -368,6 +385,8 @@ Status Engine::run(const Body& body, RunStats* stats) {
   s.messages = messageCount_;
   s.flows = network_.flowsStarted();
   s.largestComponent = network_.largestComponent();
+  s.settles = network_.settles();
+  s.flowsSettled = network_.flowsSettled();
   s.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
   Status firstError;
   std::string stuck;

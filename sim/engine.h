@@ -13,7 +13,7 @@
 #include <memory>
 #include <queue>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "algorithms/data_space.h"
@@ -21,6 +21,7 @@
 #include "sim/cluster_spec.h"
 #include "sim/fabric.h"
 #include "sim/flow_network.h"
+#include "sim/match_table.h"
 
 namespace fairway::sim {
 
@@ -41,6 +42,7 @@ struct RunStats {
   uint64_t messages = 0;
   uint64_t flows = 0;
   size_t largestComponent = 0;
+  uint64_t settles = 0, flowsSettled = 0;  // rate recomputations, and the flows they visited
   double wallSeconds = 0;
 };
 
@@ -75,28 +77,21 @@ class Engine {
   struct Message;
   // FlowEnd: a message of no bytes (flows' ends come from the network's own heap).
   enum class EventKind : uint8_t { FlowStart, FlowEnd, Deliver };
+  // 24 bytes: millions wait in the queue when thousands of ranks post at once.
   struct Event {
     double time;
     uint64_t order;  // ties in posting order: deterministic
+    uint32_t message;
     EventKind kind;
-    uint32_t a;
-    uint32_t b;
     bool operator>(const Event& o) const { return time != o.time ? time > o.time : order > o.order; }
   };
-  struct MatchKey {
-    int dst;
-    uint64_t tag;
-    bool operator==(const MatchKey& o) const { return dst == o.dst && tag == o.tag; }
-  };
-  struct MatchHash {
-    size_t operator()(const MatchKey& k) const { return std::hash<uint64_t>()(k.tag * 0x9E3779B97F4A7C15ull ^ k.dst); }
-  };
 
-  void push(double time, EventKind kind, uint32_t a, uint32_t b = 0);
-  void matched(uint32_t m);
+  void push(double time, EventKind kind, uint32_t message);
+  // Both ends are posted, the second at secondAt.
+  void matched(uint32_t m, double secondAt);
   void startFlow(uint32_t m);
   void flowEnded(uint32_t m);
-  void complete(int rank, Pending* p, uint64_t serial);
+  void complete(int rank, Pending* p, uint32_t serial);
   void process(const Event& e);
   void resumeRunnable();
   uint32_t newMessage();
@@ -119,13 +114,14 @@ class Engine {
   std::vector<Message> messages_;
   std::vector<uint32_t> freeMessages_;
   uint64_t serial_ = 0;
-  // Posted sends and receives that wait for their other end, by receiver
-  // and tag: the first and last message of each key (FIFO, as tag
-  // matching is).
-  std::unordered_map<MatchKey, std::pair<uint32_t, uint32_t>, MatchHash> unmatched_;
+  // Posted sends and receives that wait for their other end.
+  MatchTable unmatched_;
   bool ran_ = false;
   bool tracing_ = false;
   std::vector<TraceRecord> trace_;
+  // While tracing, by message: its record in trace_, and its ends' posting times.
+  std::vector<uint32_t> traceIndex_;
+  std::vector<std::pair<double, double>> tracePosted_;
   uint64_t eventCount_ = 0, messageCount_ = 0;
 };
 

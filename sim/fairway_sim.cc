@@ -259,11 +259,15 @@ void writeJson(const Options& o, const std::vector<Row>& rows) {
     if (!r.status.isOk()) continue;
     std::fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"algorithm\": \"%s\", \"selected\": %s, \"best\": %s, "
                  "\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"messages\": %llu, "
-                 "\"events\": %llu, \"wall_s\": %.3f}",
+                 "\"events\": %llu, \"settles\": %llu, \"flows_settled\": %llu, \"largest_component\": %zu, "
+                 "\"wall_s\": %.3f}",
                  first ? "" : ",", r.bytes, r.count, algorithmName(r.algorithm), r.selected ? "true" : "false",
                  r.best ? "true" : "false", r.outcome.timeUs, r.algbw, r.busbw,
                  static_cast<unsigned long long>(r.outcome.stats.messages),
-                 static_cast<unsigned long long>(r.outcome.stats.events), r.outcome.stats.wallSeconds);
+                 static_cast<unsigned long long>(r.outcome.stats.events),
+                 static_cast<unsigned long long>(r.outcome.stats.settles),
+                 static_cast<unsigned long long>(r.outcome.stats.flowsSettled), r.outcome.stats.largestComponent,
+                 r.outcome.stats.wallSeconds);
     first = false;
   }
   std::fprintf(f, "\n  ]\n}\n");

@@ -22,7 +22,7 @@ void FlowNetwork::markDirty(int link) {
   }
 }
 
-int FlowNetwork::start(const int* links, int hops, double bytes, double now, uint32_t owner) {
+int FlowNetwork::start(const int* links, int hops, double bytes, uint32_t owner) {
   int id;
   if (!freeFlows_.empty()) {
     id = freeFlows_.back();
@@ -32,11 +32,9 @@ int FlowNetwork::start(const int* links, int hops, double bytes, double now, uin
     flows_.emplace_back();
   }
   Flow& f = flows_[id];
-  f.hops = hops;
-  f.remaining = bytes;
+  f.hops = static_cast<uint8_t>(hops);
   f.rate = 0;
-  f.since = now;
-  f.finishAt = 0;
+  f.finishAt = bytes;
   f.heapPos = -1;
   f.owner = owner;
   f.frozen = false;
@@ -82,7 +80,6 @@ size_t FlowNetwork::settle(double now) {
     Flow& flow = flows_[f];
     if (!flow.changed) continue;
     flow.changed = false;
-    flow.finishAt = now + flow.remaining / flow.rate;
     heapUpdate(f);
     ++changed;
   }
@@ -175,25 +172,21 @@ void FlowNetwork::collectComponent() {
     }
   }
   largestComponent_ = std::max(largestComponent_, componentFlows_.size());
+  ++settles_;
+  flowsSettled_ += componentFlows_.size();
 }
 
 // Progressive filling over the component: the link with the smallest fair
 // share freezes its flows at that share, which leaves the others more.
 void FlowNetwork::fill(double now) {
-  for (int f : componentFlows_) {
-    Flow& flow = flows_[f];
-    flow.remaining = std::max(0.0, flow.remaining - flow.rate * (now - flow.since));
-    flow.since = now;
-    flow.frozen = false;
-  }
+  for (int f : componentFlows_) flows_[f].frozen = false;
   std::vector<FillEntry>& heap = fillHeap_;  // kept between calls: settle() runs at every instant
   heap.clear();
   for (int l : componentLinks_) {
     Link& link = links_[l];
     link.left = link.capacity;
     link.unfrozen = static_cast<int>(link.flows.size());
-    ++link.stamp;
-    if (link.unfrozen > 0) heap.push_back({link.left / link.unfrozen, l, link.stamp});
+    if (link.unfrozen > 0) heap.push_back({link.left / link.unfrozen, l});
   }
   std::make_heap(heap.begin(), heap.end(), std::greater<FillEntry>());
   while (!heap.empty()) {
@@ -201,26 +194,31 @@ void FlowNetwork::fill(double now) {
     const FillEntry e = heap.back();
     heap.pop_back();
     Link& link = links_[e.link];
-    if (e.stamp != link.stamp || link.unfrozen == 0) continue;
-    const double share = std::max(e.share, 1e-12);
+    if (link.unfrozen == 0) continue;
+    const double current = std::max(0.0, link.left) / link.unfrozen;
+    if (current > e.share * (1 + 1e-12)) {
+      // Flows it shares with frozen links have left it more: queue it anew.
+      heap.push_back({current, e.link});
+      std::push_heap(heap.begin(), heap.end(), std::greater<FillEntry>());
+      continue;
+    }
+    const double share = std::max(current, 1e-12);
     for (int f : link.flows) {
       Flow& flow = flows_[f];
       if (flow.frozen) continue;
       flow.frozen = true;
       // A flow keeps its finish event unless its rate really moved.
       if (flow.rate == 0 || std::abs(flow.rate - share) > 1e-9 * share) {
+        const double left = bytesLeft(flow, now);
         flow.rate = share;
+        flow.finishAt = now + left / share;
         flow.changed = true;
       }
       for (int h = 0; h < flow.hops; ++h) {
         if (flow.links[h] == e.link) continue;
         Link& other = links_[flow.links[h]];
         other.left -= share;
-        if (--other.unfrozen > 0) {
-          ++other.stamp;
-          heap.push_back({std::max(0.0, other.left) / other.unfrozen, flow.links[h], other.stamp});
-          std::push_heap(heap.begin(), heap.end(), std::greater<FillEntry>());
-        }
+        --other.unfrozen;
       }
     }
     link.unfrozen = 0;

@@ -27,7 +27,7 @@ std::vector<double> runToEnd(FlowNetwork& net, size_t flows) {
 TEST(FlowNetwork, ASingleFlowRunsAtItsLinksRate) {
   FlowNetwork net;
   const int link = net.addLink(1000, 0, "link");  // 1000 bytes/us
-  net.start(&link, 1, 1e6, 0, 0);
+  net.start(&link, 1, 1e6, 0);
   const auto done = runToEnd(net, 1);
   EXPECT_DOUBLE_EQ(done[0], 1000.0);
 }
@@ -35,15 +35,15 @@ TEST(FlowNetwork, ASingleFlowRunsAtItsLinksRate) {
 TEST(FlowNetwork, TwoFlowsShareALinkHalfEach) {
   FlowNetwork net;
   const int link = net.addLink(1000, 0, "link");
-  net.start(&link, 1, 1e6, 0, 0);
-  net.start(&link, 1, 1e6, 0, 1);
+  net.start(&link, 1, 1e6, 0);
+  net.start(&link, 1, 1e6, 1);
   net.settle(0);
   EXPECT_DOUBLE_EQ(net.rate(0), 500.0);
   EXPECT_DOUBLE_EQ(net.rate(1), 500.0);
   FlowNetwork again;
   const int l = again.addLink(1000, 0, "link");
-  again.start(&l, 1, 1e6, 0, 0);
-  again.start(&l, 1, 0.5e6, 0, 1);
+  again.start(&l, 1, 1e6, 0);
+  again.start(&l, 1, 0.5e6, 1);
   const auto done = runToEnd(again, 2);
   // Half each until the short one ends at 1000 us; then the long one has the link.
   EXPECT_DOUBLE_EQ(done[1], 1000.0);
@@ -56,7 +56,7 @@ TEST(FlowNetwork, AnIncastSharesTheReceiversLink) {
   for (int s = 0; s < 4; ++s) {
     const int out = net.addLink(1000, 0, "sender");
     const int path[2] = {out, in};
-    net.start(path, 2, 1e6, 0, static_cast<uint32_t>(s));
+    net.start(path, 2, 1e6, static_cast<uint32_t>(s));
   }
   const auto done = runToEnd(net, 4);
   for (double t : done) EXPECT_DOUBLE_EQ(t, 4000.0);  // a quarter of the receiver's link each
@@ -68,9 +68,9 @@ TEST(FlowNetwork, WhatOneFlowCannotUseGoesToTheOthers) {
   FlowNetwork net;
   const int shared = net.addLink(1000, 0, "shared");
   const int narrow = net.addLink(200, 0, "narrow");
-  net.start(&shared, 1, 8e5, 0, 0);
+  net.start(&shared, 1, 8e5, 0);
   const int both[2] = {shared, narrow};
-  net.start(both, 2, 2e5, 0, 1);
+  net.start(both, 2, 2e5, 1);
   net.settle(0);
   EXPECT_DOUBLE_EQ(net.rate(0), 800.0);
   EXPECT_DOUBLE_EQ(net.rate(1), 200.0);
@@ -80,9 +80,9 @@ TEST(FlowNetwork, UnrelatedFlowsAreLeftAlone) {
   FlowNetwork net;
   const int a = net.addLink(1000, 0, "a");
   const int b = net.addLink(1000, 0, "b");
-  net.start(&a, 1, 1e6, 0, 0);
+  net.start(&a, 1, 1e6, 0);
   net.settle(0);
-  net.start(&b, 1, 1e6, 0, 1);
+  net.start(&b, 1, 1e6, 1);
   EXPECT_EQ(net.settle(0), 1u);  // only the new flow: the first shares no link with it
   EXPECT_EQ(net.largestComponent(), 1u);
 }
@@ -92,7 +92,7 @@ TEST(FlowNetwork, RatesThatChangeOftenLeaveNothingStale) {
   // up, and they still end in size order at the times max-min gives.
   FlowNetwork net;
   const int link = net.addLink(64, 0, "link");
-  for (int i = 0; i < 64; ++i) net.start(&link, 1, 1000.0 * (i + 1), 0, static_cast<uint32_t>(i));
+  for (int i = 0; i < 64; ++i) net.start(&link, 1, 1000.0 * (i + 1), static_cast<uint32_t>(i));
   const auto done = runToEnd(net, 64);
   // Flow i ends when the i+1 smallest are through: sum over j <= i of
   // 1000 (64 - j) bytes at 64 bytes/us.
