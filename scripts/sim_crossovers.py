@@ -4,7 +4,7 @@
     scripts/sim_crossovers.py [--gpus 8,64,256,1024] [--preset h100-ndr400] [--out DIR] [-j THREADS]
 
 For each cluster size (8 GPUs per node), collective (allreduce,
-reduce-scatter, allgather) and size (1 MiB to 1 GiB, x4), runs fairway-sim
+reduce-scatter, allgather) and size (1 MiB to 1 GiB, x4 or --factor), runs fairway-sim
 for every algorithm that applies, plain and (allreduce, reduce-scatter)
 compressed to int8, and prints a markdown table: the fastest plain
 algorithm, the selector's pick and how much slower it is, and what int8
@@ -24,12 +24,14 @@ SIM = os.path.join(ROOT, "build", "bin", "fairway-sim")
 COLLECTIVES = ["allreduce", "reduce_scatter", "allgather"]
 
 
-def run(gpus, collective, preset, out, threads, compression=None, extra=(), sim=SIM):
+def run(gpus, collective, preset, out, threads, compression=None, extra=(), sim=SIM, factor=4, algorithms=None):
     nodes = max(1, gpus // 8)
     tag = f"{gpus}-{collective}" + (f"-{compression}" if compression else "") + "".join(extra).replace("-", "")
     path = os.path.join(out, f"sim-{tag}.json")
     cmd = [sim, "--preset", preset, "--nodes", str(nodes), "--ranks-per-node", str(min(8, gpus)), "-c", collective,
-           "-b", "1M", "-e", "1G", "-f", "4", "-J", path, "-j", str(threads)]
+           "-b", "1M", "-e", "1G", "-f", str(factor), "-J", path, "-j", str(threads)]
+    if algorithms and not compression and "--selected" not in extra:
+        cmd += ["-a", algorithms]
     if compression:
         cmd += ["-q", compression]
     cmd += list(extra)
@@ -60,6 +62,10 @@ def main():
     ap.add_argument("-j", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--compressed-up-to", type=int, default=256,
                     help="compressed runs only up to this many GPUs (compressed flat's all-to-all grows as n^2)")
+    ap.add_argument("--factor", type=int, default=4, help="size step from 1 MiB to 1 GiB")
+    ap.add_argument("--algorithms", default=None,
+                    help="only these plain algorithms (fairway-sim -a), for the largest clusters; the pick "
+                         "must be among them for its row to count")
     ap.add_argument("--before-sim", default=SIM,
                     help="the fairway-sim whose selector gives the 'before' picks (with --model-rails 1)")
     args = ap.parse_args()
@@ -71,11 +77,12 @@ def main():
     misses = 0
     for gpus in [int(g) for g in args.gpus.split(",")]:
         for collective in args.collectives.split(","):
-            plain = run(gpus, collective, args.preset, args.out, args.j)
+            plain = run(gpus, collective, args.preset, args.out, args.j, factor=args.factor,
+                        algorithms=args.algorithms)
             # The picks before: another build's selector (--before-sim), told of one NIC per node as it assumed.
             old = run(gpus, collective, args.preset, args.out, args.j, extra=("--selected", "--model-rails", "1"),
-                      sim=args.before_sim)
-            compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8")
+                      sim=args.before_sim, factor=args.factor)
+            compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8", factor=args.factor)
                           if collective != "allgather" and gpus <= args.compressed_up_to else {})
             for size in sorted(plain):
                 rows = plain[size]

@@ -4,7 +4,8 @@
     sudo scripts/sim_validate.py [--rounds 3] [--layouts 2x4,4x2,2x2] [--out DIR]
 
 For each layout (nodes x ranks per node) and algorithm (ring, two-phase,
-leaders, and two-phase compressed to int8), runs all_reduce_perf on the
+leaders, and two-phase compressed to int8; on one node, 1xD, the
+shared-memory segment, ring and Rabenseifner), runs all_reduce_perf on the
 emulated cluster at 1 Gbit/s (scripts/emulate_cluster.sh) with the
 algorithm forced by FAIRWAY_ALGO, from 64 KiB to 64 MiB, `rounds` times
 interleaved, and takes the median time of each size; then runs fairway-sim
@@ -27,6 +28,17 @@ ALGORITHMS = [  # (name in the table, FAIRWAY_ALGO's algorithm, compression)
     ("leaders", "leaders", None),
     ("compressed_twophase int8", "compressed_twophase", "int8"),
 ]
+# One node (a layout 1xD): the node's shared-memory segment (what the
+# selector picks there) and the flat algorithms over the node's transport.
+ONE_NODE_ALGORITHMS = [
+    ("shm", "shm", None),
+    ("ring", "ring", None),
+    ("rabenseifner", "rabenseifner", None),
+]
+
+
+def algorithms_for(nodes):
+    return ONE_NODE_ALGORITHMS if nodes == 1 else ALGORITHMS
 SIZES = "-b 64K -e 64M -f 4".split()
 
 
@@ -67,7 +79,7 @@ def main():
     measured = {}
     for rnd in range(args.rounds):  # interleaved: every case once per round
         for nodes, per_node in layouts:
-            for name, algo, comp in ALGORITHMS:
+            for name, algo, comp in algorithms_for(nodes):
                 path = os.path.join(args.out, f"measured-{nodes}x{per_node}-{algo}-{rnd}.json")
                 for size, t in measure(nodes, per_node, algo, comp, path).items():
                     measured.setdefault((nodes, per_node, name, size), []).append(t)
@@ -78,7 +90,7 @@ def main():
     for nodes, per_node in layouts:
         n = nodes * per_node
         factor = 2.0 * (n - 1) / n
-        for name, algo, comp in ALGORITHMS:
+        for name, algo, comp in algorithms_for(nodes):
             predicted = predict(nodes, per_node, algo, comp,
                                 os.path.join(args.out, f"predicted-{nodes}x{per_node}-{algo}.json"))
             for size in sorted(predicted):

@@ -360,10 +360,17 @@ Status Engine::run(const Body& body, RunStats* stats) {
   for (int r = ranks_ - 1; r >= 0; --r) runnable_.push_back(r);
   for (;;) {
     resumeRunnable();
-    network_.settle(now_);
-    const double nextFlow = network_.nextFinish();
-    if (events_.empty() && nextFlow == std::numeric_limits<double>::infinity()) break;
-    now_ = events_.empty() ? nextFlow : std::min(nextFlow, events_.top().time);
+    if (network_.unsettled()) {
+      // Large sets of flows wait for the quantum; small ones never do.
+      const bool due = now_ >= nextSettle_;
+      network_.settle(now_, due);
+      if (due) nextSettle_ = now_ + rateQuantumUs_;
+    }
+    double next = network_.nextFinish();
+    if (!events_.empty()) next = std::min(next, events_.top().time);
+    if (network_.unsettled()) next = std::min(next, nextSettle_);  // flows wait for their rates
+    if (next == std::numeric_limits<double>::infinity()) break;
+    now_ = std::max(now_, next);
     // Flows that end within a picosecond of each other end together:
     // symmetric flows' finish times differ only in rounding, and each
     // distinct instant would work out the rates of their component again.

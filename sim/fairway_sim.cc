@@ -63,6 +63,7 @@ void usage(const char* argv0) {
                "          [-b minbytes] [-e maxbytes] [-f factor] [-d type] [-o op] [-q compression [-B block]]\n"
                "          [-a algo[,algo...]] [--selected] [-J file.json] [--png file.png] [--trace SIZE]\n"
                "          [--slice-bytes B] [--slices-in-flight K] [--min-shard-bytes B] [--segment-bytes B]\n"
+               "          [--rail-peers-in-flight K] [--rate-quantum US]\n"
                "          [--model-rails R] [-j threads] [--print-preset NAME]\n"
                "  sizes as nccl-tests give them (K, M, G: powers of 1024); presets: ",
                argv0);
@@ -127,7 +128,7 @@ bool parseOp(const char* text, fwRedOp_t* out) {
 }
 
 bool parseOptions(int argc, char** argv, Options* o) {
-  enum { kNodes = 256, kPerNode, kPreset, kCluster, kPng, kTrace, kSelected, kSlice, kInFlight, kMinShard, kSegment,
+  enum { kNodes = 256, kPerNode, kPreset, kCluster, kPng, kTrace, kSelected, kSlice, kInFlight, kRailPeers, kRateQuantum, kMinShard, kSegment,
          kPrintPreset, kModelRails };
   static const option longOptions[] = {
       {"nodes", required_argument, nullptr, kNodes},
@@ -139,6 +140,8 @@ bool parseOptions(int argc, char** argv, Options* o) {
       {"selected", no_argument, nullptr, kSelected},
       {"slice-bytes", required_argument, nullptr, kSlice},
       {"slices-in-flight", required_argument, nullptr, kInFlight},
+      {"rail-peers-in-flight", required_argument, nullptr, kRailPeers},
+      {"rate-quantum", required_argument, nullptr, kRateQuantum},
       {"min-shard-bytes", required_argument, nullptr, kMinShard},
       {"segment-bytes", required_argument, nullptr, kSegment},
       {"print-preset", required_argument, nullptr, kPrintPreset},
@@ -163,6 +166,10 @@ bool parseOptions(int argc, char** argv, Options* o) {
       case kSlice: ok = perf::parseSize(optarg, &o->scenario.pipeline.sliceBytes) && o->scenario.pipeline.sliceBytes > 0; break;
       case kInFlight: ok = perf::parseFactor(optarg, &number) && number >= 1;
         o->scenario.pipeline.slicesInFlight = static_cast<int>(number); break;
+      case kRateQuantum: ok = perf::parseFactor(optarg, &number) && number >= 0;
+        o->scenario.rateQuantumUs = number; break;
+      case kRailPeers: ok = perf::parseFactor(optarg, &number) && number >= 1;
+        o->scenario.pipeline.railPeersInFlight = static_cast<int>(number); break;
       case kMinShard: ok = perf::parseSize(optarg, &o->scenario.pipeline.minShardBytes); break;
       case kSegment: ok = perf::parseSize(optarg, &o->scenario.pipeline.segmentBytes) && o->scenario.pipeline.segmentBytes > 0; break;
       case kModelRails: ok = perf::parseFactor(optarg, &number) && number >= 1 && number == static_cast<int>(number);

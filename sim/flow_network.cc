@@ -16,8 +16,8 @@ int FlowNetwork::addLink(double capacity, double latencyUs, const char* kind) {
 }
 
 void FlowNetwork::markDirty(int link) {
-  if (links_[link].seen != epoch_ + 1) {
-    links_[link].seen = epoch_ + 1;
+  if (!links_[link].dirty) {
+    links_[link].dirty = true;
     dirty_.push_back(link);
   }
 }
@@ -71,8 +71,18 @@ void FlowNetwork::finish(int id) {
   freeFlows_.push_back(id);
 }
 
-size_t FlowNetwork::settle(double now) {
-  if (dirty_.empty()) return 0;
+size_t FlowNetwork::settle(double now, bool includeLarge) {
+  seeds_.clear();
+  size_t kept = 0;
+  for (int l : dirty_) {
+    if (includeLarge || links_[l].lastComponent <= kLargeComponent) {
+      seeds_.push_back(l);
+    } else {
+      dirty_[kept++] = l;
+    }
+  }
+  dirty_.resize(kept);
+  if (seeds_.empty()) return 0;
   collectComponent();
   fill(now);
   size_t changed = 0;
@@ -153,10 +163,14 @@ void FlowNetwork::heapRemove(int flow) {
 
 // Every flow and link reachable from the dirty links through shared links.
 void FlowNetwork::collectComponent() {
-  ++epoch_;  // dirty links carry epoch_ already (markDirty set it one ahead)
+  ++epoch_;
   componentFlows_.clear();
-  componentLinks_.assign(dirty_.begin(), dirty_.end());
-  dirty_.clear();
+  componentLinks_.clear();
+  for (int l : seeds_) {
+    if (links_[l].seen == epoch_) continue;
+    links_[l].seen = epoch_;
+    componentLinks_.push_back(l);
+  }
   for (size_t i = 0; i < componentLinks_.size(); ++i) {
     for (int f : links_[componentLinks_[i]].flows) {
       Flow& flow = flows_[f];
@@ -170,6 +184,18 @@ void FlowNetwork::collectComponent() {
         componentLinks_.push_back(flow.links[h]);
       }
     }
+  }
+  // Deferred links this set reached are worked out with it.
+  for (int l : componentLinks_) {
+    links_[l].dirty = false;
+    links_[l].lastComponent = componentFlows_.size();
+  }
+  if (!dirty_.empty()) {
+    size_t kept = 0;
+    for (int l : dirty_) {
+      if (links_[l].dirty) dirty_[kept++] = l;
+    }
+    dirty_.resize(kept);
   }
   largestComponent_ = std::max(largestComponent_, componentFlows_.size());
   ++settles_;

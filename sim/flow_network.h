@@ -40,7 +40,13 @@ class FlowNetwork {
   // Works out the rates of the flows that share links with flows started
   // or ended since the last call, and moves their finish times; returns
   // how many flows' rates changed.
-  size_t settle(double now);
+  // With includeLarge false, flows whose links last formed a set of more
+  // than kLargeComponent flows are left for a later call (Engine's rate
+  // quantum).
+  static constexpr size_t kLargeComponent = 50000;
+  size_t settle(double now, bool includeLarge = true);
+  // Whether flows started or ended that no settle() has seen.
+  bool unsettled() const { return !dirty_.empty(); }
   // The earliest finish time of an active flow (infinity when none), and
   // that flow. Each flow has one place in an indexed heap, so a rate that
   // changes many times leaves nothing stale behind.
@@ -68,6 +74,8 @@ class FlowNetwork {
     double left = 0;
     int unfrozen = 0;
     uint32_t seen = 0;  // settle() epoch that reached it
+    bool dirty = false;  // flows started or ended on it since a settle() reached it
+    size_t lastComponent = 0;  // flows in the set the last settle() that reached it worked out
   };
   // 80 bytes: a 16,384-rank two-phase call has 33 million flows at once.
   struct Flow {
@@ -113,6 +121,7 @@ class FlowNetwork {
   std::vector<Flow> flows_;
   std::vector<int> freeFlows_;
   std::vector<int> dirty_;
+  std::vector<int> seeds_;
   std::vector<int> componentFlows_;
   std::vector<int> componentLinks_;
   uint32_t epoch_ = 0;

@@ -127,6 +127,7 @@ Status simulate(const Scenario& s, size_t count, Algorithm algorithm, Outcome* o
   const int n = s.ranks();
   Engine engine(s.spec, s.nodes);
   engine.keepTrace(trace != nullptr);
+  engine.setRateQuantum(s.rateQuantumUs);
   SegmentNodePhase segment;
   static const std::vector<int> kWholeCommunicator;
   const Engine::Body body = [&](int rank, MessagePort& port, DataSpace& space) -> Status {

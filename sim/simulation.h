@@ -29,6 +29,9 @@ struct Scenario {
   // The NICs per node the selector's cost model is told of (-1: the
   // spec's, as a job finds them; 1: the model before it knew of rails).
   int selectorRails = -1;
+  // Engine::setRateQuantum: 0, exact; 1 us changed no prediction checked
+  // (docs/simulator.md) and keeps thousands of nodes in minutes.
+  double rateQuantumUs = 1;
   int ranks() const { return nodes * spec.ranksPerNode; }
 };
 

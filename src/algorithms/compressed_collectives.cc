@@ -34,6 +34,7 @@
 // (an average's reduced piece counts n times). What the node phase passed
 // on in full precision is not lost, so those positions are cleared.
 #include <algorithm>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/data_space.h"
@@ -149,8 +150,9 @@ class CompressedPipeline {
     partial_ = take(packedBytes);
     shared_ = take(packedBytes);
     acc_ = reinterpret_cast<float*>(take(sliceLen_ * sizeof(float)));
-    const size_t perExchange = 2 * static_cast<size_t>(M_ - 1);
+    const size_t perExchange = RailExchange::pendingsFor(M_, ctx_.pipeline().railPeersInFlight);
     pendings_ = ctx_.outerPendings(2 * slots_ * perExchange + 1);
+    exchanges_.assign(2 * slots_, RailExchange());
   }
   // The steps, on the buffers' memory (the CPU's kernels, or the device's).
   kernels::CodecStep step(kernels::CodecStep::Op op, const void* src, void* dst, size_t count) const {
@@ -185,10 +187,12 @@ class CompressedPipeline {
   // received ones back after it.
   Status toRail(char* work, char* rail, size_t bytes) { return staged_ ? space_.copy(rail, work, bytes) : Status::ok(); }
   Status fromRail(char* rail, char* work, size_t bytes) { return staged_ ? space_.copy(work, rail, bytes) : Status::ok(); }
-  Pending* exchange(size_t s, int which) const {
-    const size_t perExchange = 2 * static_cast<size_t>(M_ - 1);
+  // Slot s's exchange (which 0) and, for allreduce, its diffuse (which 1).
+  Pending* pendingsOf(size_t s, int which) const {
+    const size_t perExchange = RailExchange::pendingsFor(M_, ctx_.pipeline().railPeersInFlight);
     return pendings_ + ((s % slots_) * 2 + which) * perExchange;
   }
+  RailExchange& exchange(size_t s, int which) { return exchanges_[(s % slots_) * 2 + which]; }
   uint32_t step(size_t s, int which) const { return static_cast<uint32_t>(2 * s + which); }
 
   // Stage A.
@@ -208,10 +212,10 @@ class CompressedPipeline {
     }
     FW_RETURN_IF_ERROR(toRail(encodedOut(s, 0), encodedOut(s, 0, kRail), M_ * stride_));
     const size_t mine = c_.encodedBytes(realSlice(self(), s));
-    return postRailExchange(
-        *rail_, step(s, 0), exchange(s, 0), [&](int j) { return encodedOut(s, j, kRail); },
-        [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); },
-        [&](int j) { return encodedIn(s, j, kRail); }, [&](int) { return mine; });
+    return exchange(s, 0).start(
+        *rail_, step(s, 0), pendingsOf(s, 0), [this, s](int j) -> const void* { return encodedOut(s, j, kRail); },
+        [this, s](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); },
+        [this, s](int j) -> void* { return encodedIn(s, j, kRail); }, [mine](int) { return mine; });
   }
 
   // Stage A's node phase: slice s of every block, plus the residual
@@ -242,7 +246,7 @@ class CompressedPipeline {
 
   // Stage B.
   Status reduce(size_t s) {
-    FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 0), 2 * static_cast<size_t>(M_ - 1)));
+    FW_RETURN_IF_ERROR(exchange(s, 0).finish());
     FW_RETURN_IF_ERROR(fromRail(encodedIn(s, 0, kRail), encodedIn(s, 0), M_ * stride_));
     const size_t len = realSlice(self(), s);
     for (int j = 0; j < M_; ++j) {
@@ -261,15 +265,15 @@ class CompressedPipeline {
     FW_RETURN_IF_ERROR(encode(acc_, fwFloat32, nullptr, len, reducedOut(s), kernels::Lost{residual, weight, true}));
     const size_t mine = c_.encodedBytes(len);
     FW_RETURN_IF_ERROR(toRail(reducedOut(s), reducedOut(s, kRail), stride_));
-    return postRailExchange(
-        *rail_, step(s, 1), exchange(s, 1), [&](int) { return reducedOut(s, kRail); }, [&](int) { return mine; },
-        [&](int j) { return reducedIn(s, j, kRail); },
-        [&](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); });
+    return exchange(s, 1).start(
+        *rail_, step(s, 1), pendingsOf(s, 1), [this, s](int) -> const void* { return reducedOut(s, kRail); },
+        [mine](int) { return mine; }, [this, s](int j) -> void* { return reducedIn(s, j, kRail); },
+        [this, s](int j) { return c_.encodedBytes(realSlice(owner(j, d_), s)); });
   }
 
   // Stage C (allreduce).
   Status decodeAll(size_t s) {
-    FW_RETURN_IF_ERROR(ctx_.waitAll(exchange(s, 1), 2 * static_cast<size_t>(M_ - 1)));
+    FW_RETURN_IF_ERROR(exchange(s, 1).finish());
     FW_RETURN_IF_ERROR(fromRail(reducedIn(s, 0, kRail), reducedIn(s, 0), M_ * stride_));
     const size_t piece = sliceLen_ * es_;
     for (int j = 0; j < M_; ++j) {
@@ -315,6 +319,7 @@ class CompressedPipeline {
   char* shared_ = nullptr;
   float* acc_ = nullptr;
   Pending* pendings_ = nullptr;
+  std::vector<RailExchange> exchanges_;
 };
 
 }  // namespace

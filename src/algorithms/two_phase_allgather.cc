@@ -11,6 +11,7 @@
 // through pinned host memory), this rank's slice is copied there before
 // the exchange and the rail's M slices are copied back after it.
 #include <cstring>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/two_phase.h"
@@ -39,8 +40,9 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
   char* base = ctx.outerBytes(slots * n * maxLen * es + 64);
   auto gathered = [&](int s) { return base + (s % slots) * n * maxLen * es; };
   char* railBase = staged ? ctx.railBytes(slots * g.M * maxLen * es + 64) : nullptr;
-  const size_t perSlice = 2 * (g.M - 1);
+  const size_t perSlice = RailExchange::pendingsFor(g.M, p.railPeersInFlight);
   Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
+  std::vector<RailExchange> exchanges(slots);
 
   auto stageA = [&](int s) -> Status {
     const size_t len = slices.chunkCount(s);
@@ -49,13 +51,13 @@ Status twoPhaseAllgather(CollectiveContext& ctx, const void* send, void* recv, s
     const char* mine = static_cast<const char*>(send) + slices.chunkOffset(s) * es;
     FW_RETURN_IF_ERROR(ctx.copy(railBlocks + g.m * len * es, mine, len));
     if (staged) mine = railBlocks + g.m * len * es;
-    return postRailExchange(
-        rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice, [&](int) { return mine; },
-        [&](int) { return len; }, [&](int j) { return railBlocks + j * len * es; }, [&](int) { return len; });
+    return exchanges[s % slots].start(
+        rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice, [=](int) -> const void* { return mine; },
+        [=](int) { return len; }, [=](int j) -> void* { return railBlocks + j * len * es; }, [=](int) { return len; });
   };
   auto stageB = [&](int s) -> Status {
     const size_t len = slices.chunkCount(s);
-    FW_RETURN_IF_ERROR(ctx.waitAll(pendings + (s % slots) * perSlice, perSlice));
+    FW_RETURN_IF_ERROR(exchanges[s % slots].finish());
     if (staged) {
       FW_RETURN_IF_ERROR(ctx.copy(gathered(s) + static_cast<size_t>(g.d) * g.M * len * es,
                                   railBase + (s % slots) * g.M * maxLen * es, g.M * len));

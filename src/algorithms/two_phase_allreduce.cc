@@ -16,6 +16,7 @@
 // through pinned host memory), block d's node sum is copied there after
 // stage A, reduced and diffused there, and copied back before stage C.
 #include <cstring>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/two_phase.h"
@@ -55,12 +56,14 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
   // Block d's node sum as the rail reads it.
   auto railSum = [&](int s) { return staged ? railOwn(s) : nodeSum(s); };
   // A slice's exchange and its diffuse share a slot's pendings: stage B
-  // waits for the one before it posts the other, and stage C waits for
-  // the diffuse before stage A posts the next exchange into the slot
-  // (2 lag + 1 slices later). On 2,048 nodes that is 4,094 per slot.
-  const size_t perSlice = 2 * (g.M - 1);
-  Pending* exchanges = ctx.outerPendings(slots * perSlice + 1);
-  Pending* diffuses = exchanges;
+  // finishes the one before it starts the other, and stage C finishes the
+  // diffuse before stage A starts the next exchange in the slot (2 lag + 1
+  // slices later).
+  const size_t perSlice = RailExchange::pendingsFor(g.M, p.railPeersInFlight);
+  Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
+  std::vector<RailExchange> exchanges(slots);
+  auto exchange = [&](int s) -> RailExchange& { return exchanges[s % slots]; };
+  auto pendingsOf = [&](int s) { return pendings + (s % slots) * perSlice; };
 
   // Where slice s, its blocks and this rank's block's shards lie.
   struct Geometry {
@@ -92,15 +95,19 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
     FW_RETURN_IF_ERROR(nodePhase.reduceScatter(node, static_cast<const char*>(send) + geo.offset * es, nodeSum(s),
                                                geo.blocks, static_cast<char*>(recv) + geo.offset * es));
     if (staged) FW_RETURN_IF_ERROR(ctx.copy(railOwn(s), nodeSum(s), geo.blocks.chunkCount(g.d)));
-    return postRailExchange(
-        rail, static_cast<uint32_t>(2 * s), exchanges + (s % slots) * perSlice,
-        [&](int j) { return railSum(s) + geo.shards.chunkOffset(j) * es; },
-        [&](int j) { return geo.shards.chunkCount(j); },
-        [&](int j) { return railIn(s) + j * maxShard * es; }, [&](int) { return geo.shards.chunkCount(g.m); });
+    const char* sum = railSum(s);
+    char* in = railIn(s);
+    const ChunkLayout shards = geo.shards;
+    const size_t mineLen = shards.chunkCount(g.m);
+    return exchange(s).start(
+        rail, static_cast<uint32_t>(2 * s), pendingsOf(s),
+        [=](int j) -> const void* { return sum + shards.chunkOffset(j) * es; },
+        [=](int j) { return shards.chunkCount(j); }, [=](int j) -> void* { return in + j * maxShard * es; },
+        [=](int) { return mineLen; });
   };
   auto stageB = [&](int s) -> Status {
     Geometry geo = geometry(s);
-    FW_RETURN_IF_ERROR(ctx.waitAll(exchanges + (s % slots) * perSlice, perSlice));
+    FW_RETURN_IF_ERROR(exchange(s).finish());
     const size_t len = geo.shards.chunkCount(g.m);
     char* mine = shardAt(geo, s, g.m);
     const char* own = railSum(s) + geo.shards.chunkOffset(g.m) * es;
@@ -112,14 +119,15 @@ Status twoPhaseAllreduce(CollectiveContext& ctx, const void* send, void* recv, s
       first = false;
     }
     FW_RETURN_IF_ERROR(railSpace.finalize(ctx.reducer(), mine, len));
-    return postRailExchange(
-        rail, static_cast<uint32_t>(2 * s + 1), diffuses + (s % slots) * perSlice, [&](int) { return mine; },
-        [&](int) { return len; }, [&](int j) { return shardAt(geo, s, j); },
-        [&](int j) { return geo.shards.chunkCount(j); });
+    const ChunkLayout shards = geo.shards;
+    return exchange(s).start(
+        rail, static_cast<uint32_t>(2 * s + 1), pendingsOf(s), [=](int) -> const void* { return mine; },
+        [=](int) { return len; }, [=](int j) -> void* { return shardAt(geo, s, j); },
+        [=](int j) { return shards.chunkCount(j); });
   };
   auto stageC = [&](int s) -> Status {
     Geometry geo = geometry(s);
-    FW_RETURN_IF_ERROR(ctx.waitAll(diffuses + (s % slots) * perSlice, perSlice));
+    FW_RETURN_IF_ERROR(exchange(s).finish());
     if (staged) FW_RETURN_IF_ERROR(ctx.copy(shardInRecv(geo, 0), railOwn(s), geo.blocks.chunkCount(g.d)));
     return nodePhase.allgather(node, static_cast<char*>(recv) + geo.offset * es, geo.blocks);
   };

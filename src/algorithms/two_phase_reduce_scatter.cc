@@ -20,6 +20,7 @@
 // finished chunk is copied back.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/two_phase.h"
@@ -65,13 +66,13 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
   auto railIn = [&](size_t s) { return railBase + (s % slots) * railSlot; };
   // The node's sums as the rail reads them.
   auto railSum = [&](size_t s) { return staged ? railIn(s) + g.M * maxLen * es : nodeSum(s); };
-  const size_t perSlice = 2 * (g.M - 1);
+  const size_t perSlice = RailExchange::pendingsFor(g.M, p.railPeersInFlight);
   Pending* pendings = ctx.outerPendings(slots * perSlice + 1);
+  std::vector<RailExchange> exchanges(slots);
 
   auto finish = [&](size_t s) -> Status {
     const size_t len = slices.chunkCount(static_cast<int>(s));
-    Pending* mine = pendings + (s % slots) * perSlice;
-    FW_RETURN_IF_ERROR(ctx.waitAll(mine, perSlice));
+    FW_RETURN_IF_ERROR(exchanges[s % slots].finish());
     char* out = static_cast<char*>(recv) + slices.chunkOffset(static_cast<int>(s)) * es;
     const char* own = railSum(s) + g.m * len * es;
     // Reduced in rail memory: into recv itself, or into the staged copy.
@@ -112,10 +113,12 @@ Status twoPhaseReduceScatter(CollectiveContext& ctx, const void* send, void* rec
       FW_RETURN_IF_ERROR(nodePhase.reduceScatter(node, packed, nodeSum(s), equalChunks(g.M * len, g.D), packed));
     }
     if (staged) FW_RETURN_IF_ERROR(ctx.copy(railSum(s), nodeSum(s), g.M * len));
-    FW_RETURN_IF_ERROR(postRailExchange(
+    const char* sums = railSum(s);
+    char* in = railIn(s);
+    FW_RETURN_IF_ERROR(exchanges[s % slots].start(
         rail, static_cast<uint32_t>(s), pendings + (s % slots) * perSlice,
-        [&](int j) { return railSum(s) + j * len * es; }, [&](int) { return len; },
-        [&](int j) { return railIn(s) + j * len * es; }, [&](int) { return len; }));
+        [=](int j) -> const void* { return sums + j * len * es; }, [=](int) { return len; },
+        [=](int j) -> void* { return in + j * len * es; }, [=](int) { return len; }));
   }
   for (size_t s = total > static_cast<size_t>(slots) ? total - slots : 0; s < total; ++s) FW_RETURN_IF_ERROR(finish(s));
   return Status::ok();

@@ -216,6 +216,10 @@ std::vector<ConfigVariable> makeTable() {
     configVariable("FAIRWAY_MIN_SHARD_BYTES", "64K",
         "smallest piece of a slice one rank sends: caps the slice count",
         bytes(1, size_t{1} << 40, [](auto& c) -> auto& { return c.pipeline.minShardBytes; })),
+    configVariable("FAIRWAY_RAIL_PEERS_IN_FLIGHT", "256",
+        "two-phase rail exchange: nodes a rank sends to and receives from at once; more take "
+        "rounds, each waited for before the next (bounds requests and incast on thousands of nodes)",
+        integer(1, 1 << 20, [](auto& c) -> auto& { return c.pipeline.railPeersInFlight; })),
     configVariable("FAIRWAY_INTRA_LINK", "1,5",
         "cost model: latency (us) and bandwidth (GB/s) inside a node",
         link([](auto& c) -> auto& { return c.intraLink; }, [](auto& c) -> auto& { return c.intraLinkSet; })),

@@ -18,6 +18,9 @@ struct PipelineSettings {
   size_t sliceBytes = 1 << 20;
   int slicesInFlight = 8;
   size_t minShardBytes = 64 * 1024;
+  // Rail members a two-phase exchange sends to (and receives from) at once
+  // (FAIRWAY_RAIL_PEERS_IN_FLIGHT); more nodes than this take rounds.
+  int railPeersInFlight = 256;
   // Device buffers staged through pinned host memory: bytes per staged
   // slice (FAIRWAY_STAGING_SLICE_BYTES). Big enough that a slice's network
   // time dwarfs the per-copy overhead, small enough that the few in flight

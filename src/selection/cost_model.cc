@@ -69,6 +69,9 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const PipelineSettings& p = shape.pipeline;
   // Slices of two-phase allreduce (two_phase.cc's count, over bytes as elements).
   const double arSlices = static_cast<double>(sliceCount(p, bytes, bytes, shape.ranks, 1));
+  // Rounds of a rail exchange (RailExchange): each waits for its latency.
+  const double railRounds = std::ceil(std::max(0.0, M - 1) / std::max(1, p.railPeersInFlight));
+  const double extraRounds = std::max(0.0, railRounds - 1) * out.alphaUs;
   // Compressed: every byte crosses encoded (flat), or the node phase moves
   // full precision and only the rails carry encoded bytes (two-phase).
   // Flat's pieces to other nodes share their node's NICs: D ranks each
@@ -85,10 +88,12 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per
           // node, over its R NICs; every slice pays its steps' latencies.
           return overlappedUs(2 * (D - 1) * (arSlices * in.alphaUs + S / D / (in.gbPerSec * 1e3)),
-                              2 * (arSlices * out.alphaUs + (M - 1) / M * S / R / (out.gbPerSec * 1e3)), arSlices);
+                              2 * (arSlices * std::max(1.0, railRounds) * out.alphaUs + (M - 1) / M * S / R / (out.gbPerSec * 1e3)),
+                              arSlices);
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
         case Algorithm::CompressedFlat: return 2 * compressedFlatPass;
-        case Algorithm::CompressedTwoPhase: return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S / R));
+        case Algorithm::CompressedTwoPhase:
+          return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S / R) + extraRounds);
         default: return -1;
       }
     case CollectiveKind::Broadcast:
@@ -102,16 +107,17 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
     case CollectiveKind::ReduceScatter:  // bytes: the whole input
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S / n, p);
-        case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R);
+        case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R) + extraRounds;
         case Algorithm::CompressedFlat: return compressedFlatPass;
-        case Algorithm::CompressedTwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R);
+        case Algorithm::CompressedTwoPhase:
+          return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R) + extraRounds;
         default: return -1;
       }
     case CollectiveKind::AllGather:  // bytes: one rank's block
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S, p);
         case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3);
-        case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S / R) + (D - 1) * in.costUs(M * S);
+        case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S / R) + extraRounds + (D - 1) * in.costUs(M * S);
         default: return -1;
       }
     default:

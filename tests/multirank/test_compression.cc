@@ -376,6 +376,9 @@ TEST_P(CompressionLayouts, EveryCountWithinBoundsAndTheSameOnEveryRank) {
     // Small slices, so the pipeline runs many of them.
     setenv("FAIRWAY_SLICE_BYTES", "262144", 1);
     setenv("FAIRWAY_MIN_SHARD_BYTES", "4096", 1);
+    // 4x2 and 3x3 exchange along the rail in rounds of two and one peers.
+    if (std::string(layout.name) == "4x2") setenv("FAIRWAY_RAIL_PEERS_IN_FLIGHT", "2", 1);
+    if (std::string(layout.name) == "3x3") setenv("FAIRWAY_RAIL_PEERS_IN_FLIGHT", "1", 1);
     fwComm_t comm = initComm(ctx);
     if (comm == nullptr) return 1;
     int variant = 0;

@@ -103,6 +103,24 @@ TEST(FlowNetwork, RatesThatChangeOftenLeaveNothingStale) {
   }
 }
 
+TEST(FlowNetwork, ALargeSetWaitsWhenAskedAndSmallOnesNever) {
+  FlowNetwork net;
+  const int big = net.addLink(1e6, 0, "big");
+  const int small = net.addLink(10, 0, "small");
+  const int flows = static_cast<int>(FlowNetwork::kLargeComponent) + 1;
+  for (int i = 0; i < flows; ++i) net.start(&big, 1, 1e6, static_cast<uint32_t>(i));
+  net.settle(0);  // never worked out before: not yet known to be large
+  const int first = net.start(&big, 1, 1e6, 0);
+  const int other = net.start(&small, 1, 100, 1);
+  EXPECT_EQ(net.settle(0, /*includeLarge=*/false), 1u) << "only the small link's flow";
+  EXPECT_DOUBLE_EQ(net.rate(other), 10);
+  EXPECT_EQ(net.rate(first), 0) << "the large set's new flow waits";
+  EXPECT_TRUE(net.unsettled());
+  net.settle(0, /*includeLarge=*/true);
+  EXPECT_NEAR(net.rate(first), 1e6 / (flows + 1), 1e-9);
+  EXPECT_FALSE(net.unsettled());
+}
+
 ClusterSpec twoLeafSpec() {
   ClusterSpec spec;
   spec.ranksPerNode = 2;

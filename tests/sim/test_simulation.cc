@@ -66,6 +66,25 @@ TEST(Simulation, TwoPhaseAllreduceTakesItsClosedFormTime) {
   EXPECT_NEAR(out.timeUs, node + rail, (node + rail) * 1e-3) << "two-phase on 8 x 8";
 }
 
+TEST(Simulation, TwoPhaseRailRoundsEachTakeTheirOwnHop) {
+  Scenario s;
+  s.spec = testSpec(8);
+  s.nodes = 8;
+  s.kind = CollectiveKind::AllReduce;
+  s.pipeline.railPeersInFlight = 2;  // 7 peers: rounds of 2, 2, 2 and 1
+  const size_t bytes = 2 << 20;
+  const size_t count = countForSize(s, bytes);
+  Outcome out;
+  ASSERT_TRUE(simulate(s, count, Algorithm::TwoPhase, &out).isOk());
+  const double D = 8, M = 8;
+  const double node = 2 * (D - 1) * hop(bytes / D, 1.0, 100e3, 1.0);
+  // Each round of k peers: the NIC carries D x k shards each way at once,
+  // and the next round starts when they are all in.
+  double rail = 0;
+  for (int k : {2, 2, 2, 1}) rail += 2 * hop(D * k * bytes / (D * M), 2.0 + 0.5, 10e3, 1.0);
+  EXPECT_NEAR(out.timeUs, node + rail, (node + rail) * 1e-3) << "two-phase on 8 x 8, 2 rail peers at once";
+}
+
 TEST(Simulation, EveryRankFinishesAndTheSelectorsPickIsOneThatApplies) {
   Scenario s;
   s.spec = testSpec(8);
