@@ -46,6 +46,27 @@ def run(gpus, collective, preset, out, threads, compression=None, extra=(), sim=
     return by_size
 
 
+def load(gpus, collective, directory, compression=None):
+    """A run's rows from an earlier --out directory, by size."""
+    tag = f"{gpus}-{collective}" + (f"-{compression}" if compression else "")
+    path = os.path.join(directory, f"sim-{tag}.json")
+    if not os.path.exists(path):
+        return {}
+    by_size = {}
+    for r in json.load(open(path))["rows"]:
+        by_size.setdefault(r["size"], []).append(r)
+    return by_size
+
+
+def picks(gpus, collective, preset, sizes, sim=SIM):
+    """The selector's pick per size (fairway-sim --picks: nothing simulated)."""
+    cmd = [sim, "--preset", preset, "--nodes", str(max(1, gpus // 8)), "--ranks-per-node", str(min(8, gpus)),
+           "-c", collective, "-b", str(min(sizes)), "-e", str(max(sizes)),
+           "-f", str(sorted(sizes)[1] // sorted(sizes)[0] if len(sizes) > 1 else 2), "--picks"]
+    lines = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
+    return {int(l.split()[0]): l.split()[1] for l in lines if l and not l.startswith("#")}
+
+
 def human(size):
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if size >= scale:
@@ -66,6 +87,10 @@ def main():
     ap.add_argument("--algorithms", default=None,
                     help="only these plain algorithms (fairway-sim -a), for the largest clusters; the pick "
                          "must be among them for its row to count")
+    ap.add_argument("--plain-from", default=None,
+                    help="reuse the simulated times of an earlier --out directory (they do not depend on the "
+                         "selector): the pick is this build's (--picks), 'before' the pick recorded there")
+    ap.add_argument("--no-before", action="store_true", help="skip the 'before' picks (the largest clusters)")
     ap.add_argument("--before-sim", default=SIM,
                     help="the fairway-sim whose selector gives the 'before' picks (with --model-rails 1)")
     args = ap.parse_args()
@@ -77,13 +102,25 @@ def main():
     misses = 0
     for gpus in [int(g) for g in args.gpus.split(",")]:
         for collective in args.collectives.split(","):
-            plain = run(gpus, collective, args.preset, args.out, args.j, factor=args.factor,
-                        algorithms=args.algorithms)
+            if args.plain_from:
+                plain = load(gpus, collective, args.plain_from)
+                if not plain:
+                    continue
+                now = picks(gpus, collective, args.preset, list(plain))
+                old = {size: [dict(r) for r in rows if r["selected"]] for size, rows in plain.items()}
+                plain = {size: [dict(r, selected=r["algorithm"] == now[size]) for r in rows]
+                         for size, rows in plain.items()}
+                compressed = load(gpus, collective, args.plain_from, "int8")
+            else:
+                plain = run(gpus, collective, args.preset, args.out, args.j, factor=args.factor,
+                            algorithms=args.algorithms)
             # The picks before: another build's selector (--before-sim), told of one NIC per node as it assumed.
-            old = run(gpus, collective, args.preset, args.out, args.j, extra=("--selected", "--model-rails", "1"),
-                      sim=args.before_sim, factor=args.factor)
-            compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8", factor=args.factor)
-                          if collective != "allgather" and gpus <= args.compressed_up_to else {})
+            if not args.plain_from:
+                old = {} if args.no_before else run(gpus, collective, args.preset, args.out, args.j,
+                                                    extra=("--selected", "--model-rails", "1"),
+                                                    sim=args.before_sim, factor=args.factor)
+                compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8", factor=args.factor)
+                              if collective != "allgather" and gpus <= args.compressed_up_to else {})
             for size in sorted(plain):
                 rows = plain[size]
                 best = min(rows, key=lambda r: r["time_us"])

@@ -43,6 +43,7 @@ struct Options {
   double factor = 2;
   std::vector<Algorithm> algorithms;  // empty: every one that applies
   bool selectedOnly = false;
+  bool picksOnly = false;  // the selector's pick per size, nothing simulated
   std::string jsonPath, pngPath;
   long traceBytes = -1;
   int threads = 0;
@@ -61,7 +62,7 @@ void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--nodes N] [--ranks-per-node D] [--preset NAME | --cluster FILE] [-c collective]\n"
                "          [-b minbytes] [-e maxbytes] [-f factor] [-d type] [-o op] [-q compression [-B block]]\n"
-               "          [-a algo[,algo...]] [--selected] [-J file.json] [--png file.png] [--trace SIZE]\n"
+               "          [-a algo[,algo...]] [--selected] [--picks] [-J file.json] [--png file.png] [--trace SIZE]\n"
                "          [--slice-bytes B] [--slices-in-flight K] [--min-shard-bytes B] [--segment-bytes B]\n"
                "          [--rail-peers-in-flight K] [--rate-quantum US]\n"
                "          [--model-rails R] [-j threads] [--print-preset NAME]\n"
@@ -128,7 +129,7 @@ bool parseOp(const char* text, fwRedOp_t* out) {
 }
 
 bool parseOptions(int argc, char** argv, Options* o) {
-  enum { kNodes = 256, kPerNode, kPreset, kCluster, kPng, kTrace, kSelected, kSlice, kInFlight, kRailPeers, kRateQuantum, kMinShard, kSegment,
+  enum { kNodes = 256, kPerNode, kPreset, kCluster, kPng, kTrace, kSelected, kPicks, kSlice, kInFlight, kRailPeers, kRateQuantum, kMinShard, kSegment,
          kPrintPreset, kModelRails };
   static const option longOptions[] = {
       {"nodes", required_argument, nullptr, kNodes},
@@ -138,6 +139,7 @@ bool parseOptions(int argc, char** argv, Options* o) {
       {"png", required_argument, nullptr, kPng},
       {"trace", required_argument, nullptr, kTrace},
       {"selected", no_argument, nullptr, kSelected},
+      {"picks", no_argument, nullptr, kPicks},
       {"slice-bytes", required_argument, nullptr, kSlice},
       {"slices-in-flight", required_argument, nullptr, kInFlight},
       {"rail-peers-in-flight", required_argument, nullptr, kRailPeers},
@@ -163,6 +165,7 @@ bool parseOptions(int argc, char** argv, Options* o) {
       case kPng: o->pngPath = optarg; break;
       case kTrace: ok = perf::parseSize(optarg, &bytes); o->traceBytes = static_cast<long>(bytes); break;
       case kSelected: o->selectedOnly = true; break;
+      case kPicks: o->picksOnly = true; break;
       case kSlice: ok = perf::parseSize(optarg, &o->scenario.pipeline.sliceBytes) && o->scenario.pipeline.sliceBytes > 0; break;
       case kInFlight: ok = perf::parseFactor(optarg, &number) && number >= 1;
         o->scenario.pipeline.slicesInFlight = static_cast<int>(number); break;
@@ -373,6 +376,17 @@ int main(int argc, char** argv) {
   if (o.traceBytes >= 0) return traceOne(o);
   const Scenario& s = o.scenario;
   const int n = s.ranks();
+  if (o.picksOnly) {
+    // What a job's selector would run, instantly, at any size of cluster.
+    std::printf("# fairway-sim --picks: %s on %d x %d ranks (%s)\n#%13s %-20s %s\n", collectiveName(s.kind), s.nodes,
+                s.spec.ranksPerNode, s.spec.name.c_str(), "size (B)", "pick", "rule");
+    for (size_t bytes : sizesOf(o)) {
+      if (countForSize(s, bytes) == 0) continue;
+      const Selection pick = selectorChoice(s, countForSize(s, bytes));
+      std::printf("%14zu %-20s %s\n", bytes, algorithmName(pick.algorithm), pick.rule);
+    }
+    return 0;
+  }
   std::vector<Row> rows;
   std::vector<Algorithm> shown;
   for (size_t bytes : sizesOf(o)) {

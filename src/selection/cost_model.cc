@@ -69,6 +69,17 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const PipelineSettings& p = shape.pipeline;
   // Slices of two-phase allreduce (two_phase.cc's count, over bytes as elements).
   const double arSlices = static_cast<double>(sliceCount(p, bytes, bytes, shape.ranks, 1));
+  // Slices of two-phase reduce-scatter (strided node rings: the whole
+  // buffer's bytes over M per slice) and allgather.
+  const double rsSlices = static_cast<double>(sliceCount(p, bytes / shape.nodes, bytes / shape.ranks, 1, 1));
+  const double agSlices = static_cast<double>(sliceCount(p, bytes * shape.ranks, bytes, 1, 1));
+  // Copy and reduction calls that wait for each other, at shape.stepUs
+  // each (a ring's reductions overlap its pipeline's transfers and are
+  // not counted): a tree's per level; two-phase per slice: node rings'
+  // reductions and stage B's per received shard (allreduce), M node
+  // rings and the reductions of M shards (reduce-scatter), and a copy
+  // per rank's block into place (allgather).
+  const double step = shape.stepUs;
   // Rounds of a rail exchange (RailExchange): each waits for its latency.
   const double railRounds = std::ceil(std::max(0.0, M - 1) / std::max(1, p.railPeersInFlight));
   const double extraRounds = std::max(0.0, railRounds - 1) * out.alphaUs;
@@ -82,15 +93,17 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
     case CollectiveKind::AllReduce:
       switch (algorithm) {
         case Algorithm::Ring: return 2 * (n - 1) * segmentedUs(flat, S / n, p);
-        case Algorithm::Rabenseifner: return 2 * logN * flat.alphaUs + 2 * (n - 1) / n * flat.costUs(S) - 2 * (n - 1) / n * flat.alphaUs;
-        case Algorithm::RecursiveDoubling: return logN * flat.costUs(S);
+        case Algorithm::Rabenseifner:
+          return 2 * logN * flat.alphaUs + 2 * (n - 1) / n * flat.costUs(S) - 2 * (n - 1) / n * flat.alphaUs + logN * step;
+        case Algorithm::RecursiveDoubling: return logN * (flat.costUs(S) + step);
         case Algorithm::TwoPhase:
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per
           // node, over its R NICs; every slice pays its steps' latencies.
           return overlappedUs(2 * (D - 1) * (arSlices * in.alphaUs + S / D / (in.gbPerSec * 1e3)),
                               2 * (arSlices * std::max(1.0, railRounds) * out.alphaUs + (M - 1) / M * S / R / (out.gbPerSec * 1e3)),
-                              arSlices);
-        case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S);
+                              arSlices) +
+                 arSlices * (M + D - 1) * step;
+        case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S) + (logD + logM) * step;
         case Algorithm::CompressedFlat: return 2 * compressedFlatPass;
         case Algorithm::CompressedTwoPhase:
           return 2 * ((D - 1) * in.costUs(S / n * M) + out.costUs(r * (M - 1) / M * S / R) + extraRounds);
@@ -107,7 +120,9 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
     case CollectiveKind::ReduceScatter:  // bytes: the whole input
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S / n, p);
-        case Algorithm::TwoPhase: return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R) + extraRounds;
+        case Algorithm::TwoPhase:
+          return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R) + extraRounds +
+                 rsSlices * (M * (D - 1) + M) * step;
         case Algorithm::CompressedFlat: return compressedFlatPass;
         case Algorithm::CompressedTwoPhase:
           return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R) + extraRounds;
@@ -117,7 +132,8 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S, p);
         case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3);
-        case Algorithm::TwoPhase: return out.costUs((M - 1) * D * S / R) + extraRounds + (D - 1) * in.costUs(M * S);
+        case Algorithm::TwoPhase:
+          return out.costUs((M - 1) * D * S / R) + extraRounds + (D - 1) * in.costUs(M * S) + agSlices * n * step;
         default: return -1;
       }
     default:

@@ -28,7 +28,17 @@ struct ClusterShape {
   // How the algorithms cut their messages (segments, slices): on links
   // whose latency outweighs a piece's transfer, the pieces' latencies add up.
   PipelineSettings pipeline;
+  // The fixed cost of one copy or reduction call on the buffers' memory:
+  // on a device each is a kernel launch (kDeviceStepUs), on the host a
+  // function call the links' latencies dwarf (0). Two-phase on hundreds
+  // of nodes makes thousands of them per slice (a reduction per received
+  // shard, per node's ring step), which fairway-sim showed deciding the
+  // crossovers at 4,096 GPUs (docs/simulator.md).
+  double stepUs = 0;
 };
+// A CUDA kernel launch and its completion, the order the h100-ndr400
+// preset of fairway-sim charges; not yet measured on a GPU by the project.
+inline constexpr double kDeviceStepUs = 4;
 
 // Predicted microseconds of algorithm for a collective of `bytes` (the
 // whole buffer for allreduce and reduce-scatter, one rank's block for

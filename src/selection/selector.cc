@@ -22,6 +22,7 @@ ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const Link
   shape.wireRatio = key.compressed ? key.wireRatio : 1;
   shape.rails = rails;
   shape.pipeline = pipeline;
+  shape.stepUs = key.onDevice ? kDeviceStepUs : 0;
   return shape;
 }
 

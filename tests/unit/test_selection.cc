@@ -2,6 +2,7 @@
 // with the algorithm and the provider of each phase.
 #include <gtest/gtest.h>
 
+#include "selection/cost_model.h"
 #include "selection/selector.h"
 
 namespace fairway {
@@ -178,6 +179,27 @@ TEST(Selector, TwoPhasesRailBytesSpreadOverTheNodesNics) {
   const double ringOne = s.predict(key, Algorithm::Ring);
   s.setRails(8);
   EXPECT_DOUBLE_EQ(s.predict(key, Algorithm::Ring), ringOne);
+}
+
+TEST(Selector, DeviceBuffersPayAKernelLaunchPerWaitedStep) {
+  // 512 nodes of 8 GPUs, UCX on device memory, no NCCL (fairway-sim's
+  // h100-ndr400): two-phase allreduce of 1 MiB is one slice whose stage B
+  // reduces 511 received shards, a kernel launch each on a device.
+  const RankLayout layout = nodesOf(std::vector<int>(512, 8));
+  DeviceRoutes routes;
+  routes.present = routes.ucxDirect = true;
+  Selector s = selectorWith({}, routes);
+  s.setLinks(LinkModel{4.5, 450}, LinkModel{5.3, 50});
+  s.setRails(8);
+  const SelectionKey host = keyFor(CollectiveKind::AllReduce, 1 << 20, &layout);
+  const SelectionKey device = keyFor(CollectiveKind::AllReduce, 1 << 20, &layout, true, false);
+  // Per slice: M reductions of stage B and D - 1 of the node ring.
+  EXPECT_NEAR(s.predict(device, Algorithm::TwoPhase) - s.predict(host, Algorithm::TwoPhase), (512 + 7) * kDeviceStepUs,
+              1e-6);
+  EXPECT_EQ(s.select(host).algorithm, Algorithm::TwoPhase);
+  EXPECT_EQ(s.select(device).algorithm, Algorithm::Rabenseifner);
+  // A ring's reductions overlap its pipeline: no launches charged.
+  EXPECT_DOUBLE_EQ(s.predict(device, Algorithm::Ring), s.predict(host, Algorithm::Ring));
 }
 
 TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
