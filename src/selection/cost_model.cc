@@ -75,10 +75,11 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const double agSlices = static_cast<double>(sliceCount(p, bytes * shape.ranks, bytes, 1, 1));
   // Copy and reduction calls that wait for each other, at shape.stepUs
   // each (a ring's reductions overlap its pipeline's transfers and are
-  // not counted): a tree's per level; two-phase per slice: node rings'
-  // reductions and stage B's per received shard (allreduce), M node
-  // rings and the reductions of M shards (reduce-scatter), and a copy
-  // per rank's block into place (allgather).
+  // not counted): a tree's per level, Bruck's per step plus its local
+  // copy and final rotation; two-phase per slice: node rings' reductions
+  // and stage B's per received shard (allreduce), M node rings and the
+  // reductions of M shards (reduce-scatter), and a copy per rank's block
+  // into place (allgather).
   const double step = shape.stepUs;
   // Rounds of a rail exchange (RailExchange): each waits for its latency.
   const double railRounds = std::ceil(std::max(0.0, M - 1) / std::max(1, p.railPeersInFlight));
@@ -131,7 +132,7 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
     case CollectiveKind::AllGather:  // bytes: one rank's block
       switch (algorithm) {
         case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S, p);
-        case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3);
+        case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3) + (logN + 2) * step;
         case Algorithm::TwoPhase:
           return out.costUs((M - 1) * D * S / R) + extraRounds + (D - 1) * in.costUs(M * S) + agSlices * n * step;
         default: return -1;

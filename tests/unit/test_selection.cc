@@ -200,6 +200,11 @@ TEST(Selector, DeviceBuffersPayAKernelLaunchPerWaitedStep) {
   EXPECT_EQ(s.select(device).algorithm, Algorithm::Rabenseifner);
   // A ring's reductions overlap its pipeline: no launches charged.
   EXPECT_DOUBLE_EQ(s.predict(device, Algorithm::Ring), s.predict(host, Algorithm::Ring));
+  // Bruck on 4,096 ranks: 12 steps, its local copy and its rotation.
+  const SelectionKey hostGather = keyFor(CollectiveKind::AllGather, 1 << 20, &layout);
+  const SelectionKey deviceGather = keyFor(CollectiveKind::AllGather, 1 << 20, &layout, true, false);
+  EXPECT_NEAR(s.predict(deviceGather, Algorithm::Bruck) - s.predict(hostGather, Algorithm::Bruck), 14 * kDeviceStepUs,
+              1e-6);
 }
 
 TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
