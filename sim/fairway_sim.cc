@@ -156,10 +156,10 @@ bool parseOptions(int argc, char** argv, Options* o) {
     size_t bytes = 0;
     double number = 0;
     switch (c) {
-      case kNodes: ok = perf::parseFactor(optarg, &number) && number >= 1 && number == static_cast<int>(number);
-        o->scenario.nodes = static_cast<int>(number); break;
-      case kPerNode: ok = perf::parseFactor(optarg, &number) && number >= 1 && number == static_cast<int>(number);
-        o->ranksPerNode = static_cast<int>(number); break;
+      // Whole numbers in range (parseInt): a cast of any double would
+      // truncate 2.5 and overflow on 1e12.
+      case kNodes: ok = perf::parseInt(optarg, &o->scenario.nodes, 1); break;
+      case kPerNode: ok = perf::parseInt(optarg, &o->ranksPerNode, 1); break;
       case kPreset: o->preset = optarg; break;
       case kCluster: o->clusterFile = optarg; break;
       case kPng: o->pngPath = optarg; break;
@@ -167,16 +167,13 @@ bool parseOptions(int argc, char** argv, Options* o) {
       case kSelected: o->selectedOnly = true; break;
       case kPicks: o->picksOnly = true; break;
       case kSlice: ok = perf::parseSize(optarg, &o->scenario.pipeline.sliceBytes) && o->scenario.pipeline.sliceBytes > 0; break;
-      case kInFlight: ok = perf::parseFactor(optarg, &number) && number >= 1;
-        o->scenario.pipeline.slicesInFlight = static_cast<int>(number); break;
+      case kInFlight: ok = perf::parseInt(optarg, &o->scenario.pipeline.slicesInFlight, 1, 16); break;
       case kRateQuantum: ok = perf::parseFactor(optarg, &number) && number >= 0;
         o->scenario.rateQuantumUs = number; break;
-      case kRailPeers: ok = perf::parseFactor(optarg, &number) && number >= 1;
-        o->scenario.pipeline.railPeersInFlight = static_cast<int>(number); break;
+      case kRailPeers: ok = perf::parseInt(optarg, &o->scenario.pipeline.railPeersInFlight, 1, 1 << 20); break;
       case kMinShard: ok = perf::parseSize(optarg, &o->scenario.pipeline.minShardBytes); break;
       case kSegment: ok = perf::parseSize(optarg, &o->scenario.pipeline.segmentBytes) && o->scenario.pipeline.segmentBytes > 0; break;
-      case kModelRails: ok = perf::parseFactor(optarg, &number) && number >= 1 && number == static_cast<int>(number);
-        o->scenario.selectorRails = static_cast<int>(number); break;
+      case kModelRails: ok = perf::parseInt(optarg, &o->scenario.selectorRails, 1, 1024); break;
       case kPrintPreset: {
         std::string text;
         const Status st = clusterPresetText(optarg, &text);
@@ -202,11 +199,12 @@ bool parseOptions(int argc, char** argv, Options* o) {
           }
         }
         break;
-      case 'B': ok = perf::parseFactor(optarg, &number) && isValidCompressionBlock(static_cast<long>(number));
-        o->scenario.compression.blockSize = static_cast<int>(number); break;
+      case 'B': ok = perf::parseInt(optarg, &o->scenario.compression.blockSize, 1) &&
+                     isValidCompressionBlock(o->scenario.compression.blockSize);
+        break;
       case 'a': ok = std::strcmp(optarg, "all") == 0 || parseAlgorithms(optarg, &o->algorithms); break;
       case 'J': o->jsonPath = optarg; break;
-      case 'j': ok = perf::parseFactor(optarg, &number) && number >= 1; o->threads = static_cast<int>(number); break;
+      case 'j': ok = perf::parseInt(optarg, &o->threads, 1, 1024); break;
       case 'h': usage(argv[0]); std::exit(0);
       default: ok = false;
     }
@@ -236,9 +234,9 @@ bool parseOptions(int argc, char** argv, Options* o) {
     std::fprintf(stderr, "fairway-sim: -b %zu is above -e %zu\n", o->minBytes, o->maxBytes);
     return false;
   }
-  if (o->scenario.ranks() > (1 << 20)) {
-    std::fprintf(stderr, "fairway-sim: %d ranks: at most %d are addressable in a message tag\n",
-                 o->scenario.ranks(), 1 << 20);
+  const long long ranks = static_cast<long long>(o->scenario.nodes) * o->scenario.spec.ranksPerNode;
+  if (ranks > (1 << 20)) {
+    std::fprintf(stderr, "fairway-sim: %lld ranks: at most %d are addressable in a message tag\n", ranks, 1 << 20);
     return false;
   }
   return true;
@@ -381,8 +379,9 @@ int main(int argc, char** argv) {
     std::printf("# fairway-sim --picks: %s on %d x %d ranks (%s)\n#%13s %-20s %s\n", collectiveName(s.kind), s.nodes,
                 s.spec.ranksPerNode, s.spec.name.c_str(), "size (B)", "pick", "rule");
     for (size_t bytes : sizesOf(o)) {
-      if (countForSize(s, bytes) == 0) continue;
-      const Selection pick = selectorChoice(s, countForSize(s, bytes));
+      const size_t count = countForSize(s, bytes);
+      if (count == 0) continue;
+      const Selection pick = selectorChoice(s, count);
       std::printf("%14zu %-20s %s\n", bytes, algorithmName(pick.algorithm), pick.rule);
     }
     return 0;

@@ -29,14 +29,13 @@ class MatchTable {
       if (e.dst == dst && e.tag == tag) return &e;
     }
   }
-  // The key must be absent. The returned entry is valid until the next insert or erase.
-  Entry* insert(int dst, uint64_t tag, uint32_t message) {
+  // The key must be absent.
+  void insert(int dst, uint64_t tag, uint32_t message) {
     if (2 * (size_ + 1) > slots_.size()) grow();
     size_t i = home(dst, tag);
     while (slots_[i].dst >= 0) i = (i + 1) & mask_;
     slots_[i] = Entry{tag, dst, message, message};
     ++size_;
-    return &slots_[i];
   }
   // Backward-shift deletion: no tombstones, so probes stay short.
   void erase(Entry* e) {
@@ -53,8 +52,6 @@ class MatchTable {
     slots_[hole].dst = -1;
     --size_;
   }
-  size_t size() const { return size_; }
-
  private:
   size_t home(int dst, uint64_t tag) const {
     uint64_t h = tag ^ (static_cast<uint64_t>(static_cast<uint32_t>(dst)) * 0x9E3779B97F4A7C15ull);
