@@ -9,12 +9,14 @@ for every algorithm that applies, plain and (allreduce, reduce-scatter)
 compressed to int8, and prints a markdown table: the fastest plain
 algorithm, the selector's pick and how much slower it is, and what int8
 compression gains over the fastest plain algorithm. Rows where the pick is
-more than 10% slower than the fastest are marked. The JSON of every run
-goes to DIR.
+more than 10% slower than the fastest are marked. A second table gives
+each algorithm's cost-model prediction over its simulated time. The JSON
+of every run goes to DIR.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,13 +60,56 @@ def load(gpus, collective, directory, compression=None):
     return by_size
 
 
-def picks(gpus, collective, preset, sizes, sim=SIM):
-    """The selector's pick per size (fairway-sim --picks: nothing simulated)."""
+def resimulate(gpus, collective, args, plain):
+    """plain's rows, with those of --resimulate's algorithms (where they ran) simulated again; the merged
+    run is written to --out like a fresh one."""
+    wanted = [a for a in args.resimulate.split(",") if any(r["algorithm"] == a for rows in plain.values() for r in rows)]
+    if not wanted:
+        return plain
+    factor = sorted(plain)[1] // sorted(plain)[0] if len(plain) > 1 else 2
+    fresh = run(gpus, collective, args.preset, args.out, args.j, factor=factor, algorithms=",".join(wanted))
+    merged = {}
+    for size, rows in plain.items():
+        new = {r["algorithm"]: r for r in fresh.get(size, [])}
+        merged[size] = [dict(new[r["algorithm"]], selected=r["selected"]) if r["algorithm"] in new else r
+                        for r in rows]
+    source = os.path.join(args.plain_from, f"sim-{gpus}-{collective}.json")
+    with open(source) as f:
+        document = json.load(f)
+    document["rows"] = [r for size in sorted(merged) for r in merged[size]]
+    for r in document["rows"]:
+        r["best"] = r["time_us"] == min(x["time_us"] for x in merged[r["size"]])
+    with open(os.path.join(args.out, f"sim-{gpus}-{collective}.json"), "w") as f:
+        json.dump(document, f, indent=1)
+    return merged
+
+
+def selector_view(gpus, collective, preset, sizes, sim=SIM):
+    """Per size, the selector's pick and the cost model's prediction (us) of every algorithm that applies
+    (fairway-sim --picks: nothing simulated)."""
     cmd = [sim, "--preset", preset, "--nodes", str(max(1, gpus // 8)), "--ranks-per-node", str(min(8, gpus)),
            "-c", collective, "-b", str(min(sizes)), "-e", str(max(sizes)),
            "-f", str(sorted(sizes)[1] // sorted(sizes)[0] if len(sizes) > 1 else 2), "--picks"]
-    lines = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
-    return {int(l.split()[0]): l.split()[1] for l in lines if l and not l.startswith("#")}
+    view = {}
+    for line in subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines():
+        if line and not line.startswith("#"):
+            model = {a: float(us) for a, us in re.findall(r"(\w+)=([0-9.]+)", line)}
+            view[int(line.split()[0])] = (line.split()[1], model)
+    return view
+
+
+def picks(gpus, collective, preset, sizes, sim=SIM):
+    """The selector's pick per size."""
+    return {size: pick for size, (pick, _) in selector_view(gpus, collective, preset, sizes, sim).items()}
+
+
+def model_ratios(gpus, collective, preset, plain, sim=SIM):
+    """Per size, each algorithm's cost-model prediction over its simulated time ('algo 0.95 ...')."""
+    out = {}
+    for size, (_, model) in selector_view(gpus, collective, preset, list(plain), sim).items():
+        out[size] = " ".join(f"{r['algorithm']} {model[r['algorithm']] / r['time_us']:.2f}"
+                             for r in plain.get(size, []) if r["algorithm"] in model)
+    return out
 
 
 def human(size):
@@ -90,6 +135,9 @@ def main():
     ap.add_argument("--plain-from", default=None,
                     help="reuse the simulated times of an earlier --out directory (they do not depend on the "
                          "selector): the pick is this build's (--picks), 'before' the pick recorded there")
+    ap.add_argument("--resimulate", default=None,
+                    help="with --plain-from: simulate these algorithms again (their code changed) and use their "
+                         "new times with the others' old ones; the merged JSON goes to --out")
     ap.add_argument("--no-before", action="store_true", help="skip the 'before' picks (the largest clusters)")
     ap.add_argument("--before-sim", default=SIM,
                     help="the fairway-sim whose selector gives the 'before' picks (with --model-rails 1)")
@@ -98,6 +146,7 @@ def main():
     lines = ["| GPUs | collective | size | fastest (busbw GB/s) | selector's pick | pick vs fastest | "
              "pick before | vs fastest | int8 compressed: fastest | compressed vs plain |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    model_lines = ["| GPUs | collective | size | model / simulated, per algorithm |", "|---|---|---|---|"]
     before_misses = 0
     misses = 0
     for gpus in [int(g) for g in args.gpus.split(",")]:
@@ -106,6 +155,8 @@ def main():
                 plain = load(gpus, collective, args.plain_from)
                 if not plain:
                     continue
+                if args.resimulate:
+                    plain = resimulate(gpus, collective, args, plain)
                 now = picks(gpus, collective, args.preset, list(plain))
                 old = {size: [dict(r) for r in rows if r["selected"]] for size, rows in plain.items()}
                 plain = {size: [dict(r, selected=r["algorithm"] == now[size]) for r in rows]
@@ -121,6 +172,9 @@ def main():
                                                     sim=args.before_sim, factor=args.factor)
                 compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8", factor=args.factor)
                               if collective != "allgather" and gpus <= args.compressed_up_to else {})
+            ratios = model_ratios(gpus, collective, args.preset, plain)
+            for size in sorted(plain):
+                model_lines.append(f"| {gpus} | {collective} | {human(size)} | {ratios.get(size, '-')} |")
             for size in sorted(plain):
                 rows = plain[size]
                 best = min(rows, key=lambda r: r["time_us"])
@@ -141,13 +195,13 @@ def main():
                 lines.append(f"| {gpus} | {collective} | {human(size)} | {best['algorithm']} "
                              f"({best['busbw_gbps']:.1f}) | {pick['algorithm'] if pick else '?'} | "
                              f"{100 * slow:+.0f}%{mark} | {old_text} | {ctext} | {gain} |")
-    table = "\n".join(lines)
-    print(table)
     summary = (f"points where the selector's pick is more than 10% slower than the fastest: {misses} "
                f"(before: {before_misses})")
-    print("\n" + summary)
+    report = ("\n".join(lines) + "\n\n" + summary + "\n\nThe selector's cost model against the simulator "
+              "(its prediction over the simulated time):\n\n" + "\n".join(model_lines) + "\n")
+    print(report)
     with open(os.path.join(args.out, "crossovers.md"), "w") as f:
-        f.write(table + "\n\n" + summary + "\n")
+        f.write(report)
     return 0
 
 

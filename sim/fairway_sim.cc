@@ -376,13 +376,22 @@ int main(int argc, char** argv) {
   const int n = s.ranks();
   if (o.picksOnly) {
     // What a job's selector would run, instantly, at any size of cluster.
-    std::printf("# fairway-sim --picks: %s on %d x %d ranks (%s)\n#%13s %-20s %s\n", collectiveName(s.kind), s.nodes,
-                s.spec.ranksPerNode, s.spec.name.c_str(), "size (B)", "pick", "rule");
+    // Then the cost model's prediction (us) of every algorithm that applies.
+    std::printf("# fairway-sim --picks: %s on %d x %d ranks (%s)\n#%13s %-20s %-12s %s\n", collectiveName(s.kind),
+                s.nodes, s.spec.ranksPerNode, s.spec.name.c_str(), "size (B)", "pick", "rule", "model (us)");
     for (size_t bytes : sizesOf(o)) {
       const size_t count = countForSize(s, bytes);
       if (count == 0) continue;
       const Selection pick = selectorChoice(s, count);
-      std::printf("%14zu %-20s %s\n", bytes, algorithmName(pick.algorithm), pick.rule);
+      std::string model;
+      for (Algorithm a : applicableAlgorithms(s, count)) {
+        const double us = modelPrediction(s, count, a);
+        char item[64];
+        if (us >= 0) std::snprintf(item, sizeof(item), " %s=%.1f", algorithmName(a), us);
+        else std::snprintf(item, sizeof(item), " %s=-", algorithmName(a));
+        model += item;
+      }
+      std::printf("%14zu %-20s %-12s%s\n", bytes, algorithmName(pick.algorithm), pick.rule, model.c_str());
     }
     return 0;
   }

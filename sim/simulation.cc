@@ -91,6 +91,12 @@ Selection selectorChoice(const Scenario& s, size_t count) {
   return selector.select(selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice));
 }
 
+double modelPrediction(const Scenario& s, size_t count, Algorithm algorithm) {
+  const RankLayout layout = layoutOf(s);
+  const Selector selector = selectorOf(s);
+  return selector.predict(selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice), algorithm);
+}
+
 std::vector<Algorithm> applicableAlgorithms(const Scenario& s, size_t count) {
   const RankLayout layout = layoutOf(s);
   const CollectiveArgs args = argsOf(s, count);

@@ -50,6 +50,10 @@ Selection selectorChoice(const Scenario& s, size_t count);
 // order (compressed ones for a compressed reduction, plain ones otherwise).
 std::vector<Algorithm> applicableAlgorithms(const Scenario& s, size_t count);
 
+// The selector's cost-model prediction for algorithm, in microseconds,
+// or a negative value where the model has no formula for it.
+double modelPrediction(const Scenario& s, size_t count, Algorithm algorithm);
+
 struct Outcome {
   Algorithm algorithm = Algorithm::Ring;
   double timeUs = 0;  // the last rank's end, every rank starting at 0

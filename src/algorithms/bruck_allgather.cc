@@ -20,10 +20,12 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
     FW_RETURN_IF_ERROR(ctx.sendRecv(positiveMod(r - have, n), rotated, blocks * sendcount, (r + have) % n,
                                     rotated + have * blockBytes, blocks * sendcount, step));
   }
-  // rotated[i] is rank (r + i)'s block.
-  for (int i = 0; i < n; ++i) {
-    FW_RETURN_IF_ERROR(ctx.copy(static_cast<char*>(recv) + ((r + i) % n) * blockBytes, rotated + i * blockBytes, sendcount));
-  }
+  // rotated[i] is rank (r + i)'s block: two contiguous copies put blocks
+  // r..n-1 and 0..r-1 in place (on a device, two kernels, not n).
+  char* out = static_cast<char*>(recv);
+  const size_t tail = static_cast<size_t>(n - r);  // blocks of ranks r..n-1
+  FW_RETURN_IF_ERROR(ctx.copy(out + r * blockBytes, rotated, tail * sendcount));
+  if (r > 0) FW_RETURN_IF_ERROR(ctx.copy(out, rotated + tail * blockBytes, static_cast<size_t>(r) * sendcount));
   return Status::ok();
 }
 

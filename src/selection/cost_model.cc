@@ -45,6 +45,20 @@ double segmentedUs(const LinkModel& link, double chunk, const PipelineSettings& 
   return std::max(link.costUs(chunk), pieces * link.costUs(segment) / window);
 }
 
+// The pieces a ring step cuts a chunk into (the pipeline's segments).
+double piecesOf(double chunk, const PipelineSettings& p) {
+  return std::max(1.0, std::ceil(chunk / static_cast<double>(std::max<size_t>(1, p.segmentBytes))));
+}
+
+// A ring step that reduces: every piece received is combined before it is
+// forwarded, one call after another on the rank (launchUs each), while
+// later pieces cross the link. The slower of the two paces the step, and
+// the last piece's call follows its transfer. Where a call costs more than
+// a piece's transfer (a kernel launch against NVLink), the calls decide.
+double reducingStepUs(const LinkModel& link, double chunk, const PipelineSettings& p, double launchUs) {
+  return std::max(segmentedUs(link, chunk, p), (piecesOf(chunk, p) - 1) * launchUs) + launchUs;
+}
+
 // Two-phase's phases over `slices` pipelined slices: each slice pays the
 // phases' latencies, and a slice's node phase overlaps earlier slices'
 // rail exchanges, so the longer phase dominates.
@@ -74,13 +88,23 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   const double rsSlices = static_cast<double>(sliceCount(p, bytes / shape.nodes, bytes / shape.ranks, 1, 1));
   const double agSlices = static_cast<double>(sliceCount(p, bytes * shape.ranks, bytes, 1, 1));
   // Copy and reduction calls that wait for each other, at shape.stepUs
-  // each (a ring's reductions overlap its pipeline's transfers and are
-  // not counted): a tree's per level, Bruck's per step plus its local
-  // copy and final rotation; two-phase per slice: node rings' reductions
-  // and stage B's per received shard (allreduce), M node rings and the
-  // reductions of M shards (reduce-scatter), and a copy per rank's block
-  // into place (allgather).
+  // each: a tree's per level, an allgather's copy of its own block (and
+  // Bruck's two for its final rotation), a reducing ring's per piece
+  // (reducingStepUs); two-phase per slice: stage B's per received shard
+  // (allreduce), the reductions of M shards (reduce-scatter), a copy per
+  // rank's block into place (allgather), and its node rings' per piece,
+  // unless NCCL runs the node phase (one call per phase and slice).
   const double step = shape.stepUs;
+  const double nodeStep = shape.nodePhaseInNccl ? 0 : step;
+  const double ncclCalls = shape.nodePhaseInNccl ? step : 0;
+  // The reducing steps of `rings` node rings, one after another, over
+  // `bytes` in all: D - 1 each, a link latency each, each ring's chunk cut
+  // in pieces whose transfers and calls overlap.
+  auto nodeRingReducingUs = [&](double rings, double bytes) {
+    const double pieces = piecesOf(bytes / rings / D, p);
+    return (D - 1) * (std::max(rings * in.alphaUs + bytes / D / (in.gbPerSec * 1e3), rings * (pieces - 1) * nodeStep) +
+                      rings * nodeStep);
+  };
   // Rounds of a rail exchange (RailExchange): each waits for its latency.
   const double railRounds = std::ceil(std::max(0.0, M - 1) / std::max(1, p.railPeersInFlight));
   const double extraRounds = std::max(0.0, railRounds - 1) * out.alphaUs;
@@ -93,17 +117,20 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
   switch (kind) {
     case CollectiveKind::AllReduce:
       switch (algorithm) {
-        case Algorithm::Ring: return 2 * (n - 1) * segmentedUs(flat, S / n, p);
+        case Algorithm::Ring:
+          return (n - 1) * (reducingStepUs(flat, S / n, p, step) + segmentedUs(flat, S / n, p));
         case Algorithm::Rabenseifner:
           return 2 * logN * flat.alphaUs + 2 * (n - 1) / n * flat.costUs(S) - 2 * (n - 1) / n * flat.alphaUs + logN * step;
         case Algorithm::RecursiveDoubling: return logN * (flat.costUs(S) + step);
         case Algorithm::TwoPhase:
           // Intra reduce-scatter + allgather of D blocks; exchange and diffuse of (M-1)/M of the buffer per
           // node, over its R NICs; every slice pays its steps' latencies.
-          return overlappedUs(2 * (D - 1) * (arSlices * in.alphaUs + S / D / (in.gbPerSec * 1e3)),
+          return overlappedUs(nodeRingReducingUs(arSlices, S) +
+                                  (D - 1) * (arSlices * in.alphaUs + S / D / (in.gbPerSec * 1e3)) +
+                                  2 * arSlices * ncclCalls,
                               2 * (arSlices * std::max(1.0, railRounds) * out.alphaUs + (M - 1) / M * S / R / (out.gbPerSec * 1e3)),
                               arSlices) +
-                 arSlices * (M + D - 1) * step;
+                 arSlices * (M - 1) * step;
         case Algorithm::Leaders: return 2 * logD * in.costUs(S) + logM * out.costUs(S) + (logD + logM) * step;
         case Algorithm::CompressedFlat: return 2 * compressedFlatPass;
         case Algorithm::CompressedTwoPhase:
@@ -120,10 +147,11 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       }
     case CollectiveKind::ReduceScatter:  // bytes: the whole input
       switch (algorithm) {
-        case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S / n, p);
+        case Algorithm::Ring: return (n - 1) * reducingStepUs(flat, S / n, p, step);
         case Algorithm::TwoPhase:
-          return (D - 1) * in.costUs(S / D) + out.costUs((M - 1) / M * S / R) + extraRounds +
-                 rsSlices * (M * (D - 1) + M) * step;
+          // M strided node rings per slice, one after another, then a
+          // reduction per received shard.
+          return nodeRingReducingUs(rsSlices * M, S) + rsSlices * ncclCalls + out.costUs((M - 1) / M * S / R) + extraRounds + rsSlices * M * step;
         case Algorithm::CompressedFlat: return compressedFlatPass;
         case Algorithm::CompressedTwoPhase:
           return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R) + extraRounds;
@@ -131,8 +159,10 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
       }
     case CollectiveKind::AllGather:  // bytes: one rank's block
       switch (algorithm) {
-        case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S, p);
-        case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3) + (logN + 2) * step;
+        // Both copy their own block first; Bruck then receives into its
+        // rotated scratch and puts it in place with two more copies.
+        case Algorithm::Ring: return (n - 1) * segmentedUs(flat, S, p) + step;
+        case Algorithm::Bruck: return logN * flat.alphaUs + (n - 1) * S / (flat.gbPerSec * 1e3) + 3 * step;
         case Algorithm::TwoPhase:
           return out.costUs((M - 1) * D * S / R) + extraRounds + (D - 1) * in.costUs(M * S) + agSlices * n * step;
         default: return -1;

@@ -35,6 +35,10 @@ struct ClusterShape {
   // shard, per node's ring step), which fairway-sim showed deciding the
   // crossovers at 4,096 GPUs (docs/simulator.md).
   double stepUs = 0;
+  // Two-phase's node phase runs in NCCL (one kernel per call, its
+  // reductions inside it), not in Fairway's ring, whose reducing steps
+  // make one combine call per piece.
+  bool nodePhaseInNccl = false;
 };
 // A CUDA kernel launch and its completion, the order the h100-ndr400
 // preset of fairway-sim charges; not yet measured on a GPU by the project.

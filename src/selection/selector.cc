@@ -12,7 +12,7 @@ namespace fairway {
 namespace {
 
 ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter, int rails,
-                     const PipelineSettings& pipeline) {
+                     const PipelineSettings& pipeline, const SelectionConditions& conditions) {
   ClusterShape shape;
   shape.ranks = key.layout != nullptr ? key.layout->size() : key.ranks;
   shape.nodes = key.layout != nullptr ? key.layout->nodeCount() : 1;
@@ -23,6 +23,8 @@ ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const Link
   shape.rails = rails;
   shape.pipeline = pipeline;
   shape.stepUs = key.onDevice ? kDeviceStepUs : 0;
+  // Where placeProviders gives two-phase's node phase to NCCL.
+  shape.nodePhaseInNccl = key.onDevice && conditions.routes.ncclInNodes && key.ncclRunsIt;
   return shape;
 }
 
@@ -149,7 +151,7 @@ void Selector::placeProviders(const SelectionKey& key, Selection* s) const {
 std::optional<Algorithm> Selector::cheapestByModel(const SelectionKey& key, bool compressed) const {
   SelectionKey modelled = key;
   modelled.compressed = compressed;  // a compressed allgather's plain phase moves its wire bytes as they are
-  const ClusterShape shape = shapeOf(modelled, intra_, inter_, rails_, pipeline_);
+  const ClusterShape shape = shapeOf(modelled, intra_, inter_, rails_, pipeline_, conditions_);
   std::optional<Algorithm> best;
   double bestUs = 0;
   for (Algorithm a : algorithmsOf(key.kind)) {
@@ -167,7 +169,7 @@ double Selector::predict(const SelectionKey& key, Algorithm algorithm) const {
   // No model of NCCL's own or the shared-memory collectives (and no need
   // to pay for the shape on every small call).
   if (algorithm == Algorithm::Native || algorithm == Algorithm::SharedMemory) return -1;
-  return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_, rails_, pipeline_));
+  return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_, rails_, pipeline_, conditions_));
 }
 
 void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
@@ -177,7 +179,7 @@ void Selector::logOnce(const SelectionKey& key, const Selection& s) const {
     std::lock_guard<std::mutex> lock(loggedMutex_);
     if (!logged_.insert({static_cast<int>(key.kind), key.onDevice, bucket}).second) return;
   }
-  const ClusterShape shape = shapeOf(key, intra_, inter_, rails_, pipeline_);
+  const ClusterShape shape = shapeOf(key, intra_, inter_, rails_, pipeline_, conditions_);
   std::string others;
   const bool compressedReduction = key.compressed && isCompressedAlgorithm(s.algorithm);
   for (Algorithm a : algorithmsOf(key.kind)) {

@@ -193,18 +193,36 @@ TEST(Selector, DeviceBuffersPayAKernelLaunchPerWaitedStep) {
   s.setRails(8);
   const SelectionKey host = keyFor(CollectiveKind::AllReduce, 1 << 20, &layout);
   const SelectionKey device = keyFor(CollectiveKind::AllReduce, 1 << 20, &layout, true, false);
-  // Per slice: M reductions of stage B and D - 1 of the node ring.
-  EXPECT_NEAR(s.predict(device, Algorithm::TwoPhase) - s.predict(host, Algorithm::TwoPhase), (512 + 7) * kDeviceStepUs,
+  // Per slice: stage B's reductions of M - 1 received shards, and the
+  // node ring's D - 1 reducing steps of one piece each.
+  EXPECT_NEAR(s.predict(device, Algorithm::TwoPhase) - s.predict(host, Algorithm::TwoPhase), (511 + 7) * kDeviceStepUs,
               1e-6);
   EXPECT_EQ(s.select(host).algorithm, Algorithm::TwoPhase);
   EXPECT_EQ(s.select(device).algorithm, Algorithm::Rabenseifner);
-  // A ring's reductions overlap its pipeline: no launches charged.
-  EXPECT_DOUBLE_EQ(s.predict(device, Algorithm::Ring), s.predict(host, Algorithm::Ring));
-  // Bruck on 4,096 ranks: 12 steps, its local copy and its rotation.
+  // The flat ring's 4,095 reducing steps, one piece (256 bytes) each.
+  EXPECT_NEAR(s.predict(device, Algorithm::Ring) - s.predict(host, Algorithm::Ring), 4095 * kDeviceStepUs, 1e-6);
+  // Bruck's copy of its own block and its two-copy rotation; its steps
+  // receive in place.
   const SelectionKey hostGather = keyFor(CollectiveKind::AllGather, 1 << 20, &layout);
   const SelectionKey deviceGather = keyFor(CollectiveKind::AllGather, 1 << 20, &layout, true, false);
-  EXPECT_NEAR(s.predict(deviceGather, Algorithm::Bruck) - s.predict(hostGather, Algorithm::Bruck), 14 * kDeviceStepUs,
+  EXPECT_NEAR(s.predict(deviceGather, Algorithm::Bruck) - s.predict(hostGather, Algorithm::Bruck), 3 * kDeviceStepUs,
               1e-6);
+}
+
+TEST(Selector, AReducingRingOnNvlinkIsPacedByItsLaunches) {
+  // One node of 8 GPUs: a ring reduce-scatter of 64 MiB moves 8 MiB a
+  // step in 32 pieces of 256 KiB, 0.6 us each at 450 GB/s, but combines
+  // each piece with a 4 us launch: the launches set the pace.
+  const RankLayout node = nodesOf({8});
+  DeviceRoutes routes;
+  routes.present = routes.ucxDirect = true;
+  Selector s = selectorWith({}, routes);
+  s.setLinks(LinkModel{4.5, 450}, LinkModel{5.3, 50});
+  const SelectionKey device = keyFor(CollectiveKind::ReduceScatter, 64 << 20, &node, true, false);
+  const SelectionKey host = keyFor(CollectiveKind::ReduceScatter, 64 << 20, &node);
+  EXPECT_NEAR(s.predict(device, Algorithm::Ring), 7 * 32 * kDeviceStepUs, 1e-6);
+  // On the host, the pieces' latencies, four in flight, set it.
+  EXPECT_NEAR(s.predict(host, Algorithm::Ring), 7 * 32 * (4.5 + (256 << 10) / 450e3) / 4, 1e-6);
 }
 
 TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
