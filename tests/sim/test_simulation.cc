@@ -107,6 +107,32 @@ TEST(Simulation, EveryRankFinishesAndTheSelectorsPickIsOneThatApplies) {
   }
 }
 
+// On device buffers each copy or reduction is a kernel launch; the
+// selector's model and the simulated schedule must agree on where those
+// set the pace, or the selector's picks drift from the simulator's.
+TEST(Simulation, TheModelFollowsLaunchPacedSchedulesOnDevices) {
+  Scenario s;
+  ASSERT_TRUE(clusterPreset("h100-ndr400", &s.spec).isOk());
+  s.nodes = 1;
+  // A ring reduce-scatter of 64 MiB on NVLink: 224 piece reductions of
+  // 4 us each, where the link alone would take about 160 us.
+  s.kind = CollectiveKind::ReduceScatter;
+  size_t count = countForSize(s, 64 << 20);
+  Outcome ring;
+  ASSERT_TRUE(simulate(s, count, Algorithm::Ring, &ring).isOk());
+  EXPECT_GT(ring.timeUs, 7 * 32 * s.spec.kernelLaunchUs);
+  EXPECT_NEAR(modelPrediction(s, count, Algorithm::Ring) / ring.timeUs, 1.0, 0.15);
+  // Bruck's allgather on 64 GPUs: three copies, not one per block.
+  s.nodes = 8;
+  s.kind = CollectiveKind::AllGather;
+  count = countForSize(s, 1 << 20);
+  Outcome bruck;
+  ASSERT_TRUE(simulate(s, count, Algorithm::Bruck, &bruck).isOk());
+  EXPECT_LT(bruck.timeUs, 64 * s.spec.kernelLaunchUs);
+  EXPECT_NEAR(modelPrediction(s, count, Algorithm::Bruck) / bruck.timeUs, 1.0, 0.3);
+  EXPECT_EQ(selectorChoice(s, count).algorithm, Algorithm::Bruck);
+}
+
 TEST(Simulation, CompressionCutsTheRailsBytes) {
   Scenario s;
   s.spec = testSpec(8);
