@@ -63,7 +63,8 @@ def load(gpus, collective, directory, compression=None):
 def resimulate(gpus, collective, args, plain):
     """plain's rows, with those of --resimulate's algorithms (where they ran) simulated again; the merged
     run is written to --out like a fresh one."""
-    wanted = [a for a in args.resimulate.split(",") if any(r["algorithm"] == a for rows in plain.values() for r in rows)]
+    ran = {r["algorithm"] for rows in plain.values() for r in rows}
+    wanted = [a for a in args.resimulate.split(",") if a in ran]
     if not wanted:
         return plain
     factor = sorted(plain)[1] // sorted(plain)[0] if len(plain) > 1 else 2

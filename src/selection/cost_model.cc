@@ -151,7 +151,8 @@ double predictMicros(CollectiveKind kind, Algorithm algorithm, size_t bytes, con
         case Algorithm::TwoPhase:
           // M strided node rings per slice, one after another, then a
           // reduction per received shard.
-          return nodeRingReducingUs(rsSlices * M, S) + rsSlices * ncclCalls + out.costUs((M - 1) / M * S / R) + extraRounds + rsSlices * M * step;
+          return nodeRingReducingUs(rsSlices * M, S) + rsSlices * ncclCalls + out.costUs((M - 1) / M * S / R) +
+                 extraRounds + rsSlices * M * step;
         case Algorithm::CompressedFlat: return compressedFlatPass;
         case Algorithm::CompressedTwoPhase:
           return (D - 1) * in.costUs(S / D) + out.costUs(r * (M - 1) / M * S / R) + extraRounds;
