@@ -60,6 +60,11 @@ def load(gpus, collective, directory, compression=None):
     return by_size
 
 
+def factor_of(sizes):
+    """The step between a run's sizes."""
+    return sorted(sizes)[1] // sorted(sizes)[0] if len(sizes) > 1 else 2
+
+
 def resimulate(gpus, collective, args, plain):
     """plain's rows, with those of --resimulate's algorithms (where they ran) simulated again; the merged
     run is written to --out like a fresh one."""
@@ -67,16 +72,16 @@ def resimulate(gpus, collective, args, plain):
     wanted = [a for a in args.resimulate.split(",") if a in ran]
     if not wanted:
         return plain
-    factor = sorted(plain)[1] // sorted(plain)[0] if len(plain) > 1 else 2
-    fresh = run(gpus, collective, args.preset, args.out, args.j, factor=factor, algorithms=",".join(wanted))
+    # Read before the run, which writes the same name when --out is --plain-from.
+    with open(os.path.join(args.plain_from, f"sim-{gpus}-{collective}.json")) as f:
+        document = json.load(f)
+    fresh = run(gpus, collective, args.preset, args.out, args.j, factor=factor_of(plain),
+                algorithms=",".join(wanted))
     merged = {}
     for size, rows in plain.items():
         new = {r["algorithm"]: r for r in fresh.get(size, [])}
         merged[size] = [dict(new[r["algorithm"]], selected=r["selected"]) if r["algorithm"] in new else r
                         for r in rows]
-    source = os.path.join(args.plain_from, f"sim-{gpus}-{collective}.json")
-    with open(source) as f:
-        document = json.load(f)
     document["rows"] = [r for size in sorted(merged) for r in merged[size]]
     for r in document["rows"]:
         r["best"] = r["time_us"] == min(x["time_us"] for x in merged[r["size"]])
@@ -90,7 +95,7 @@ def selector_view(gpus, collective, preset, sizes, sim=SIM):
     (fairway-sim --picks: nothing simulated)."""
     cmd = [sim, "--preset", preset, "--nodes", str(max(1, gpus // 8)), "--ranks-per-node", str(min(8, gpus)),
            "-c", collective, "-b", str(min(sizes)), "-e", str(max(sizes)),
-           "-f", str(sorted(sizes)[1] // sorted(sizes)[0] if len(sizes) > 1 else 2), "--picks"]
+           "-f", str(factor_of(sizes)), "--picks"]
     view = {}
     for line in subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines():
         if line and not line.startswith("#"):
@@ -99,18 +104,11 @@ def selector_view(gpus, collective, preset, sizes, sim=SIM):
     return view
 
 
-def picks(gpus, collective, preset, sizes, sim=SIM):
-    """The selector's pick per size."""
-    return {size: pick for size, (pick, _) in selector_view(gpus, collective, preset, sizes, sim).items()}
-
-
-def model_ratios(gpus, collective, preset, plain, sim=SIM):
-    """Per size, each algorithm's cost-model prediction over its simulated time ('algo 0.95 ...')."""
-    out = {}
-    for size, (_, model) in selector_view(gpus, collective, preset, list(plain), sim).items():
-        out[size] = " ".join(f"{r['algorithm']} {model[r['algorithm']] / r['time_us']:.2f}"
-                             for r in plain.get(size, []) if r["algorithm"] in model)
-    return out
+def model_ratios(view, plain):
+    """Per size, each algorithm's cost-model prediction (selector_view) over its simulated time."""
+    return {size: " ".join(f"{r['algorithm']} {model[r['algorithm']] / r['time_us']:.2f}"
+                           for r in plain.get(size, []) if r["algorithm"] in model)
+            for size, (_, model) in view.items()}
 
 
 def human(size):
@@ -158,14 +156,15 @@ def main():
                     continue
                 if args.resimulate:
                     plain = resimulate(gpus, collective, args, plain)
-                now = picks(gpus, collective, args.preset, list(plain))
+                view = selector_view(gpus, collective, args.preset, list(plain))
                 old = {size: [dict(r) for r in rows if r["selected"]] for size, rows in plain.items()}
-                plain = {size: [dict(r, selected=r["algorithm"] == now[size]) for r in rows]
+                plain = {size: [dict(r, selected=r["algorithm"] == view[size][0]) for r in rows]
                          for size, rows in plain.items()}
                 compressed = load(gpus, collective, args.plain_from, "int8")
             else:
                 plain = run(gpus, collective, args.preset, args.out, args.j, factor=args.factor,
                             algorithms=args.algorithms)
+                view = selector_view(gpus, collective, args.preset, list(plain))
             # The picks before: another build's selector (--before-sim), told of one NIC per node as it assumed.
             if not args.plain_from:
                 old = {} if args.no_before else run(gpus, collective, args.preset, args.out, args.j,
@@ -173,7 +172,7 @@ def main():
                                                     sim=args.before_sim, factor=args.factor)
                 compressed = (run(gpus, collective, args.preset, args.out, args.j, "int8", factor=args.factor)
                               if collective != "allgather" and gpus <= args.compressed_up_to else {})
-            ratios = model_ratios(gpus, collective, args.preset, plain)
+            ratios = model_ratios(view, plain)
             for size in sorted(plain):
                 model_lines.append(f"| {gpus} | {collective} | {human(size)} | {ratios.get(size, '-')} |")
             for size in sorted(plain):

@@ -384,8 +384,7 @@ int main(int argc, char** argv) {
       if (count == 0) continue;
       const Selection pick = selectorChoice(s, count);
       std::string model;
-      for (Algorithm a : applicableAlgorithms(s, count)) {
-        const double us = modelPrediction(s, count, a);
+      for (const auto& [a, us] : modelPredictions(s, count)) {
         char item[64];
         if (us >= 0) std::snprintf(item, sizeof(item), " %s=%.1f", algorithmName(a), us);
         else std::snprintf(item, sizeof(item), " %s=-", algorithmName(a));

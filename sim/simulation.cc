@@ -58,6 +58,20 @@ Selector selectorOf(const Scenario& s) {
   return selector;
 }
 
+// The algorithms that can run the call `key` describes.
+std::vector<Algorithm> applicableFor(const Scenario& s, const SelectionKey& key) {
+  const SelectionConditions conditions = conditionsOf(s.spec);
+  const bool compressedReduction = isCompressedReduction(key);
+  std::vector<Algorithm> out;
+  for (Algorithm a : algorithmsOf(s.kind)) {
+    if (a == Algorithm::Native) continue;
+    if (isCompressedAlgorithm(a) != compressedReduction) continue;
+    if (whyCannotRun(a, key, conditions) != nullptr) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
 }  // namespace
 
 size_t countForSize(const Scenario& s, size_t bytes) {
@@ -91,25 +105,17 @@ Selection selectorChoice(const Scenario& s, size_t count) {
   return selector.select(selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice));
 }
 
-double modelPrediction(const Scenario& s, size_t count, Algorithm algorithm) {
-  const RankLayout layout = layoutOf(s);
-  const Selector selector = selectorOf(s);
-  return selector.predict(selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice), algorithm);
-}
-
 std::vector<Algorithm> applicableAlgorithms(const Scenario& s, size_t count) {
   const RankLayout layout = layoutOf(s);
-  const CollectiveArgs args = argsOf(s, count);
-  const SelectionKey key = selectionKeyOf(args, s.ranks(), &layout, s.spec.onDevice);
-  const SelectionConditions conditions = conditionsOf(s.spec);
-  const bool compressedReduction = isCompressedReduction(key);
-  std::vector<Algorithm> out;
-  for (Algorithm a : algorithmsOf(s.kind)) {
-    if (a == Algorithm::Native) continue;
-    if (isCompressedAlgorithm(a) != compressedReduction) continue;
-    if (whyCannotRun(a, key, conditions) != nullptr) continue;
-    out.push_back(a);
-  }
+  return applicableFor(s, selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice));
+}
+
+std::vector<std::pair<Algorithm, double>> modelPredictions(const Scenario& s, size_t count) {
+  const RankLayout layout = layoutOf(s);
+  const Selector selector = selectorOf(s);
+  const SelectionKey key = selectionKeyOf(argsOf(s, count), s.ranks(), &layout, s.spec.onDevice);
+  std::vector<std::pair<Algorithm, double>> out;
+  for (Algorithm a : applicableFor(s, key)) out.emplace_back(a, selector.predict(key, a));
   return out;
 }
 

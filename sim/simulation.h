@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -50,9 +51,10 @@ Selection selectorChoice(const Scenario& s, size_t count);
 // order (compressed ones for a compressed reduction, plain ones otherwise).
 std::vector<Algorithm> applicableAlgorithms(const Scenario& s, size_t count);
 
-// The selector's cost-model prediction for algorithm, in microseconds,
-// or a negative value where the model has no formula for it.
-double modelPrediction(const Scenario& s, size_t count, Algorithm algorithm);
+// The selector's cost-model prediction, in microseconds, of each of the
+// applicable algorithms (in that order); negative where the model has no
+// formula for one.
+std::vector<std::pair<Algorithm, double>> modelPredictions(const Scenario& s, size_t count);
 
 struct Outcome {
   Algorithm algorithm = Algorithm::Ring;

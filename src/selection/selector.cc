@@ -11,6 +11,13 @@
 namespace fairway {
 namespace {
 
+// NCCL runs two-phase's node phase: device buffers, NCCL inside the
+// nodes, and a call NCCL has (placeProviders places it; the cost model
+// charges it).
+bool nodePhaseInNccl(const SelectionKey& key, const SelectionConditions& conditions) {
+  return key.onDevice && conditions.routes.ncclInNodes && key.ncclRunsIt;
+}
+
 ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const LinkModel& inter, int rails,
                      const PipelineSettings& pipeline, const SelectionConditions& conditions) {
   ClusterShape shape;
@@ -23,8 +30,7 @@ ClusterShape shapeOf(const SelectionKey& key, const LinkModel& intra, const Link
   shape.rails = rails;
   shape.pipeline = pipeline;
   shape.stepUs = key.onDevice ? kDeviceStepUs : 0;
-  // Where placeProviders gives two-phase's node phase to NCCL.
-  shape.nodePhaseInNccl = key.onDevice && conditions.routes.ncclInNodes && key.ncclRunsIt;
+  shape.nodePhaseInNccl = nodePhaseInNccl(key, conditions);
   return shape;
 }
 
@@ -137,7 +143,7 @@ void Selector::placeProviders(const SelectionKey& key, Selection* s) const {
   }
   s->node = s->rail = key.onDevice ? conditions_.routes.ucx() : Provider::HostUcx;
   const bool twoPhase = a == Algorithm::TwoPhase || a == Algorithm::CompressedTwoPhase;
-  if (key.onDevice && twoPhase && conditions_.routes.ncclInNodes && key.ncclRunsIt) {
+  if (twoPhase && nodePhaseInNccl(key, conditions_)) {
     s->node = Provider::Nccl;
     return;
   }

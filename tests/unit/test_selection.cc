@@ -223,6 +223,18 @@ TEST(Selector, AReducingRingOnNvlinkIsPacedByItsLaunches) {
   EXPECT_NEAR(s.predict(device, Algorithm::Ring), 7 * 32 * kDeviceStepUs, 1e-6);
   // On the host, the pieces' latencies, four in flight, set it.
   EXPECT_NEAR(s.predict(host, Algorithm::Ring), 7 * 32 * (4.5 + (256 << 10) / 450e3) / 4, 1e-6);
+
+  // Two-phase on 2 such nodes: Fairway's node rings pay a launch per
+  // piece; where NCCL runs the node phase (as placeProviders places it),
+  // one call per phase and slice instead.
+  const RankLayout twoNodes = nodesOf({8, 8});
+  const SelectionKey ucxNodes = keyFor(CollectiveKind::ReduceScatter, 64 << 20, &twoNodes, true, false);
+  const SelectionKey ncclNodes = keyFor(CollectiveKind::ReduceScatter, 64 << 20, &twoNodes, true, true);
+  routes.ncclInNodes = true;
+  s.setDeviceRoutes(routes);
+  // At least the two node rings' 7 reducing steps' launches are saved.
+  EXPECT_GT(s.predict(ucxNodes, Algorithm::TwoPhase) - s.predict(ncclNodes, Algorithm::TwoPhase),
+            2 * 7 * kDeviceStepUs);
 }
 
 TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
