@@ -1,8 +1,10 @@
 #include "perf/check_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/datatype.h"
 
@@ -49,6 +51,27 @@ template <> struct Storage<Fp8E5m2> {
 
 template <typename T>
 constexpr bool kIsInteger = std::is_integral_v<T>;
+constexpr size_t kReduceBlock = 256;
+constexpr int kInputValues = 128;  // inputValue's results lie in [0, 128)
+
+// f(std::integral_constant<fwRedOp_t, op>{}): loops over elements see the
+// op as a constant, so they hold no switch and vectorize. An op outside
+// the enum passes fwNumOps (no combining: rank 0's values).
+template <typename F>
+void withConstantOp(fwRedOp_t op, F&& f) {
+  switch (op) {
+    case fwSum: return f(std::integral_constant<fwRedOp_t, fwSum>{});
+    case fwProd: return f(std::integral_constant<fwRedOp_t, fwProd>{});
+    case fwMax: return f(std::integral_constant<fwRedOp_t, fwMax>{});
+    case fwMin: return f(std::integral_constant<fwRedOp_t, fwMin>{});
+    case fwAvg: return f(std::integral_constant<fwRedOp_t, fwAvg>{});
+    case fwBand: return f(std::integral_constant<fwRedOp_t, fwBand>{});
+    case fwBor: return f(std::integral_constant<fwRedOp_t, fwBor>{});
+    case fwBxor: return f(std::integral_constant<fwRedOp_t, fwBxor>{});
+    default: return f(std::integral_constant<fwRedOp_t, fwNumOps>{});
+  }
+}
+
 template <typename T>
 constexpr bool kIsFp8 = std::is_same_v<T, Fp8E4m3> || std::is_same_v<T, Fp8E5m2>;
 
@@ -61,53 +84,68 @@ int64_t valueOf(fwRedOp_t op, int rank, size_t index, int seed) {
 }
 
 // Integer types combine with the type's own wrap-around; floats in double
-// (exact for these inputs) and round once.
-template <typename T>
-T reduceAcrossRanks(fwRedOp_t op, int nranks, size_t index, int seed) {
-  if constexpr (kIsInteger<T>) {
-    T acc = static_cast<T>(valueOf<T>(op, 0, index, seed));
-    int64_t sum = valueOf<T>(op, 0, index, seed);
-    for (int r = 1; r < nranks; ++r) {
-      T v = static_cast<T>(valueOf<T>(op, r, index, seed));
-      sum += v;
-      switch (op) {
-        case fwSum: case fwAvg: acc = static_cast<T>(acc + v); break;
-        case fwProd: acc = static_cast<T>(acc * v); break;
-        case fwMax: acc = acc > v ? acc : v; break;
-        case fwMin: acc = acc < v ? acc : v; break;
-        case fwBand: acc = static_cast<T>(acc & v); break;
-        case fwBor: acc = static_cast<T>(acc | v); break;
-        case fwBxor: acc = static_cast<T>(acc ^ v); break;
-        default: break;
-      }
+// (exact for these inputs) and round once. Op is fixed at compile time
+// and ranks are the outer loop over a block of indices, so the inner loop
+// is branch-free and vectorizes: every rank of a test computes the whole
+// expected result, nranks inputs per element.
+template <typename T, fwRedOp_t Op>
+void reduceBlockAcrossRanks(T* out, int nranks, size_t first, size_t count, int seed) {
+  using Acc = std::conditional_t<kIsInteger<T>, T, double>;
+  Acc acc[kReduceBlock];
+  int64_t sum[kReduceBlock];  // integer avg: the sum before the type's division
+  for (size_t j = 0; j < count; ++j) {
+    const int64_t v = valueOf<T>(Op, 0, first + j, seed);
+    acc[j] = static_cast<Acc>(v);
+    sum[j] = v;
+  }
+  for (int r = 1; r < nranks; ++r) {
+    for (size_t j = 0; j < count; ++j) {
+      // Inputs are below 2^8: through int32_t, the conversion to double vectorizes.
+      const Acc v = static_cast<Acc>(static_cast<int32_t>(valueOf<T>(Op, r, first + j, seed)));
+      if constexpr (Op == fwSum || Op == fwAvg) acc[j] = static_cast<Acc>(acc[j] + v);
+      if constexpr (Op == fwAvg && kIsInteger<T>) sum[j] += v;
+      if constexpr (Op == fwProd) acc[j] = static_cast<Acc>(acc[j] * v);
+      if constexpr (Op == fwMax) acc[j] = acc[j] > v ? acc[j] : v;
+      if constexpr (Op == fwMin) acc[j] = acc[j] < v ? acc[j] : v;
+      if constexpr (kIsInteger<T> && Op == fwBand) acc[j] = static_cast<Acc>(acc[j] & v);
+      if constexpr (kIsInteger<T> && Op == fwBor) acc[j] = static_cast<Acc>(acc[j] | v);
+      if constexpr (kIsInteger<T> && Op == fwBxor) acc[j] = static_cast<Acc>(acc[j] ^ v);
     }
-    return op == fwAvg ? static_cast<T>(static_cast<T>(sum) / static_cast<T>(nranks)) : acc;
-  } else {
-    double acc = static_cast<double>(valueOf<T>(op, 0, index, seed));
-    for (int r = 1; r < nranks; ++r) {
-      double v = static_cast<double>(valueOf<T>(op, r, index, seed));
-      switch (op) {
-        case fwSum: case fwAvg: acc += v; break;
-        case fwProd: acc *= v; break;
-        case fwMax: acc = std::max(acc, v); break;
-        case fwMin: acc = std::min(acc, v); break;
-        default: break;
-      }
+  }
+  for (size_t j = 0; j < count; ++j) {
+    if constexpr (kIsInteger<T>) {
+      out[j] = Op == fwAvg ? static_cast<T>(static_cast<T>(sum[j]) / static_cast<T>(nranks)) : acc[j];
+    } else {
+      out[j] = Storage<T>::from(Op == fwAvg ? acc[j] / nranks : acc[j]);
     }
-    return Storage<T>::from(op == fwAvg ? acc / nranks : acc);
+  }
+}
+
+template <typename T, fwRedOp_t Op>
+void fillReducedWith(T* out, int nranks, size_t first, size_t count, int seed) {
+  for (size_t b = 0; b < count; b += kReduceBlock) {
+    reduceBlockAcrossRanks<T, Op>(out + b, nranks, first + b, std::min(kReduceBlock, count - b), seed);
   }
 }
 
 template <typename T>
 void fillTyped(void* buf, fwRedOp_t op, int rank, size_t first, size_t count, int seed) {
+  // Every input is below kInputValues: each is converted to T once, not
+  // once per element (half and bfloat16 conversions are calls).
+  T asT[kInputValues];
+  for (int v = 0; v < kInputValues; ++v) asT[v] = Storage<T>::from(static_cast<double>(v));
   T* out = static_cast<T*>(buf);
-  for (size_t i = 0; i < count; ++i) out[i] = Storage<T>::from(static_cast<double>(valueOf<T>(op, rank, first + i, seed)));
+  withConstantOp(op, [&](auto constantOp) {
+    for (size_t i = 0; i < count; ++i) out[i] = asT[valueOf<T>(constantOp.value, rank, first + i, seed)];
+  });
 }
 
 template <typename T>
 void fillReducedTyped(void* buf, fwRedOp_t op, int nranks, size_t first, size_t count, int seed) {
   T* out = static_cast<T*>(buf);
-  for (size_t i = 0; i < count; ++i) out[i] = reduceAcrossRanks<T>(op, nranks, first + i, seed);
+  withConstantOp(op, [&](auto constantOp) {
+    fillReducedWith<T, decltype(constantOp)::value>(out, nranks, first, count, seed);
+  });
 }
 
 template <typename T>

@@ -50,16 +50,15 @@ int runOne(const RankContext& ctx, fwComm_t comm, const CollectiveCase& c, const
 
   // In place only where this rank holds both buffers (rooted calls: the root).
   const bool shared = k.inPlace && (!c.rooted || ctx.rank == k.root);
-  GuardedBuffer one(std::max(sendN, recvN) * es, options.deviceMemory);
-  GuardedBuffer other(shared ? 0 : recvN * es, options.deviceMemory);
+  // The test fills and checks the buffers' host mirrors (the buffers
+  // themselves for host memory), copied to and from device memory around
+  // the call; what the call should not write stays 0xCD.
+  GuardedBuffer one(std::max(sendN, recvN) * es, options.deviceMemory, 0xCD);
+  GuardedBuffer other(shared ? 0 : recvN * es, options.deviceMemory, 0xCD);
   if (one.data() == nullptr || other.data() == nullptr) {
     reportFailure(ctx, k.describe(c.name) + ": fwMemAlloc: " + fwGetLastErrorMessage());
     return 1;
   }
-  // The test fills and checks the buffers' host mirrors (the buffers
-  // themselves for host memory), copied to and from device memory around the call.
-  std::memset(one.host(), 0xCD, one.size());
-  std::memset(other.host(), 0xCD, other.size());
   if (shared) {
     size_t sendOffset = 0, recvOffset = 0;
     c.inPlaceOffsets(k.count, ctx.rank, k.root, &sendOffset, &recvOffset);

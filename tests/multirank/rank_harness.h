@@ -65,10 +65,11 @@ void reportFailure(const RankContext& ctx, const std::string& what);
 // comes from fwMemAlloc (the communicators' device runtime: a GPU, or the
 // host-emulated runtime of CI) and host() is a mirror of all of it, guards
 // included: toDevice() before the call, fromDevice() after it.
-// data() is NULL if the allocation failed.
+// data() is NULL if the allocation failed. Every byte between the guards
+// starts as `fill`.
 class GuardedBuffer {
  public:
-  explicit GuardedBuffer(size_t bytes, bool device = false);
+  explicit GuardedBuffer(size_t bytes, bool device = false, unsigned char fill = 0);
   ~GuardedBuffer();
   GuardedBuffer(const GuardedBuffer&) = delete;
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
