@@ -100,7 +100,7 @@ void reduceBlockAcrossRanks(T* out, int nranks, size_t first, size_t count, int 
   }
   for (int r = 1; r < nranks; ++r) {
     for (size_t j = 0; j < count; ++j) {
-      // Inputs are below 2^8: through int32_t, the conversion to double vectorizes.
+      // Inputs are below kInputValues: through int32_t, the conversion to double vectorizes.
       const Acc v = static_cast<Acc>(static_cast<int32_t>(valueOf<T>(Op, r, first + j, seed)));
       if constexpr (Op == fwSum || Op == fwAvg) acc[j] = static_cast<Acc>(acc[j] + v);
       if constexpr (Op == fwAvg && kIsInteger<T>) sum[j] += v;
