@@ -11,6 +11,9 @@
 namespace fairway::check {
 namespace {
 
+// Every input lies in [0, kInputValues): fillTyped converts each once.
+constexpr int kInputValues = 128;
+
 // Products stay within every type's exact range with factors of 1 and 2;
 // bitwise ops get 7-bit patterns; the rest small values in [1, 8].
 int64_t inputValue(fwRedOp_t op, int rank, size_t index, int seed) {
@@ -18,7 +21,7 @@ int64_t inputValue(fwRedOp_t op, int rank, size_t index, int seed) {
   h ^= h >> 13;
   switch (op) {
     case fwProd: return 1 + static_cast<int64_t>(h % 2);
-    case fwBand: case fwBor: case fwBxor: return static_cast<int64_t>(h % 128);
+    case fwBand: case fwBor: case fwBxor: return static_cast<int64_t>(h % kInputValues);
     default: return 1 + static_cast<int64_t>(h % 8);
   }
 }
@@ -52,7 +55,6 @@ template <> struct Storage<Fp8E5m2> {
 template <typename T>
 constexpr bool kIsInteger = std::is_integral_v<T>;
 constexpr size_t kReduceBlock = 256;
-constexpr int kInputValues = 128;  // inputValue's results lie in [0, 128)
 
 // f(std::integral_constant<fwRedOp_t, op>{}): loops over elements see the
 // op as a constant, so they hold no switch and vectorize. An op outside
@@ -96,7 +98,7 @@ void reduceBlockAcrossRanks(T* out, int nranks, size_t first, size_t count, int 
   for (size_t j = 0; j < count; ++j) {
     const int64_t v = valueOf<T>(Op, 0, first + j, seed);
     acc[j] = static_cast<Acc>(v);
-    sum[j] = v;
+    if constexpr (Op == fwAvg && kIsInteger<T>) sum[j] = v;
   }
   for (int r = 1; r < nranks; ++r) {
     for (size_t j = 0; j < count; ++j) {

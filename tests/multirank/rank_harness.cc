@@ -136,9 +136,10 @@ bool readUniqueId(int fd, fwUniqueId* id) {
   // By default glibc hands each back to the kernel (munmap, or trimming
   // the heap) and the next faults its pages in again: a third of a
   // collective sweep's time. Here every allocation comes from the heap
-  // and a freed heap is kept, so pages fault once per rank.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // and a freed heap is kept, so pages fault once per rank. Only speed
+  // depends on it: a refused setting leaves glibc's defaults.
+  (void)mallopt(M_MMAP_MAX, 0);
+  (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // Keep only this rank's end of the pipes: a reader then sees end of file
   // if rank 0 dies before sending the id.
   for (int r = 1; r < nranks; ++r) {
