@@ -54,7 +54,8 @@ struct Config {
   std::vector<std::string> netDevices; // FAIRWAY_NET_DEVICES: UCX devices, local rank i takes entry i mod n
   PipelineSettings pipeline;           // FAIRWAY_SEGMENT_BYTES, _PIPELINE_DEPTH, _SLICE_BYTES,
                                        // _SLICES_IN_FLIGHT, _MIN_SHARD_BYTES, _STAGING_SLICE_BYTES
-  int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: busy-poll this long before blocking
+  int64_t spinMicros = 2000;           // FAIRWAY_SPIN_US: the most a wait spins before blocking
+  std::string waitPolicy = "adaptive"; // FAIRWAY_WAIT: adaptive|spin (p2p/wait_policy.h)
   LinkModel intraLink = kDefaultIntraLink;  // FAIRWAY_INTRA_LINK: cost model "alpha_us,GBps"
   LinkModel interLink = kDefaultInterLink;  // FAIRWAY_INTER_LINK
   bool intraLinkSet = false, interLinkSet = false;  // given by the variables: measuring leaves them

@@ -241,8 +241,15 @@ std::vector<ConfigVariable> makeTable() {
         "of this many bytes (two in flight: one copied while the other crosses the network)",
         bytes(4096, size_t{1} << 30, [](auto& c) -> auto& { return c.pipeline.stagingSliceBytes; })),
     configVariable("FAIRWAY_SPIN_US", "2000",
-        "busy-poll time (yielding the core) before a wait sleeps on the transport's event fd",
+        "the most a wait for a peer busy-polls before it sleeps (on the transports' event fds, or a futex "
+        "in the node's shared memory); 0: sleep at once",
         integer(0, 10000000, [](auto& c) -> auto& { return c.spinMicros; })),
+    configVariable("FAIRWAY_WAIT", "adaptive",
+        "how waits spend the cores: `adaptive` (spin only while the wait is likely to end soon, up to "
+        "200 us, and give the core back at once when the scheduler shows another thread or process "
+        "wants it), `spin` (every wait spins for FAIRWAY_SPIN_US before sleeping: for ranks that each "
+        "own a core)",
+        choice({"adaptive", "spin"}, [](auto& c) -> auto& { return c.waitPolicy; })),
     configVariable("FAIRWAY_COMM_ID", "",
         "host:port of the bootstrap root for launcher-started jobs",
         text([](auto& c) -> auto& { return c.commId; })),

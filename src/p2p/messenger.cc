@@ -25,7 +25,10 @@ constexpr unsigned kPollsPerClockRead = 32;
 Messenger::Messenger(TransportRoutes routes, int rank, std::vector<PeerInfo> peers, const Config& config,
                      bool yieldWhenIdle)
     : routes_(std::move(routes)), rank_(rank), peers_(std::move(peers)), config_(config),
-      yieldWhenIdle_(yieldWhenIdle), incomingNotices_(routes_.transports.size()) {}
+      yieldWhenIdle_(yieldWhenIdle),
+      waitPolicy_(config.waitPolicy == "spin" ? WaitMode::Spin : WaitMode::Adaptive, config.spinMicros,
+                  yieldWhenIdle),
+      incomingNotices_(routes_.transports.size()) {}
 
 Messenger::~Messenger() {
   disconnect();
@@ -173,12 +176,12 @@ Status Messenger::waitLoop(Poll&& poll, Diagnose&& diagnose, TimedOut&& timedOut
     ~Leave() { waiters.fetch_sub(1, std::memory_order_acq_rel); }
   } leave{waiters_};
 
-  const auto spin = std::chrono::microseconds(config_.spinMicros);
   // The clock is read only every kPollsPerClockRead empty polls; idleSince
   // is the first such reading after the last completion.
   Clock::time_point idleSince{};
   Clock::time_point lastHealthCheck{};
   unsigned emptyPolls = 0;
+  SpinningWait spin(waitPolicy_);
   for (;;) {
     bool progressed = false;
     bool finished = false;
@@ -196,15 +199,16 @@ Status Messenger::waitLoop(Poll&& poll, Diagnose&& diagnose, TimedOut&& timedOut
     if (progressed) {
       idleSince = Clock::time_point{};
       emptyPolls = 0;
+      spin.restart();
       continue;
     }
     if (++emptyPolls % kPollsPerClockRead != 0) {
-      idlePoll(yieldWhenIdle_);
+      spin.idle();
       continue;
     }
     Clock::time_point now = Clock::now();
     if (idleSince == Clock::time_point{}) idleSince = lastHealthCheck = now;
-    if (now - idleSince < spin) continue;
+    if (spin.keepSpinning(now)) continue;
     if (now - lastHealthCheck >= std::chrono::milliseconds(kHealthCheckIntervalMs)) {
       lastHealthCheck = now;
       failure = diagnose();

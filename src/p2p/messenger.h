@@ -20,6 +20,7 @@
 #include "p2p/message_port.h"
 #include "p2p/peer_info.h"
 #include "p2p/progress_watches.h"
+#include "p2p/wait_policy.h"
 #include "transports/transport.h"
 
 namespace fairway {
@@ -109,6 +110,9 @@ class Messenger final : public MessagePort {
   int size() const override { return static_cast<int>(peers_.size()); }
   // Whether idle waits give the core away (more ranks than CPUs here).
   bool yieldsWhenIdle() const { return yieldWhenIdle_; }
+  // How this communicator's waits spin and block (its own, and the
+  // node's shared-memory provider's).
+  WaitPolicy& waitPolicy() { return waitPolicy_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
 
  private:
@@ -151,6 +155,7 @@ class Messenger final : public MessagePort {
   std::vector<PeerInfo> peers_;
   Config config_;
   bool yieldWhenIdle_;
+  WaitPolicy waitPolicy_;
   std::mutex mutex_;  // serialises every call into the transports
   std::atomic<int> waiters_{0};  // callers inside waitAll
   std::atomic<bool> stopping_{false};

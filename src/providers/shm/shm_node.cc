@@ -66,8 +66,7 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       ranks_(static_cast<int>(nodeRanks_.size())), chunkBytes_(chunkBytes),
       inputBytes_(inputBytesFor(ranks_, chunkBytes)), resultBytes_(resultBytesFor(ranks_, chunkBytes)),
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
-      messenger_(messenger), timeoutMs_(config.timeoutMs), spinMicros_(config.spinMicros),
-      yieldWhenIdle_(yieldWhenIdle), inputRing_(chunkBytes, walksRing(ranks_)), seen_(ranks_, 0) {
+      messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle), inputRing_(chunkBytes, walksRing(ranks_)), seen_(ranks_, 0) {
   static_assert(offsetof(Control, sleepers) == 64, "the phase and the descriptors fill the first line");
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
@@ -281,25 +280,25 @@ Status SharedMemoryNode::checkDescriptor(int peer, const Descriptor& theirs) con
                                           "root or count");
 }
 
-// Spins (yielding the core when the host is oversubscribed) for
-// FAIRWAY_SPIN_US, then sleeps on the peer's counter in slices, checking
-// between them that the communicator is healthy, that the peer is alive
-// and in this collective, and the timeout.
+// Spins as the communicator's wait policy says (p2p/wait_policy.h), then
+// sleeps on the peer's counter in slices, checking between them that the
+// communicator is healthy, that the peer is alive and in this collective,
+// and the timeout.
 Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
   using Clock = std::chrono::steady_clock;
   Control& theirs = control(peer);
   const Clock::time_point start = Clock::now();
-  const auto spin = std::chrono::microseconds(spinMicros_);
+  SpinningWait spin(messenger_.waitPolicy());
   unsigned polls = 0;
   for (;;) {
     if (reached(theirs.phase.load(std::memory_order_acquire), phase)) return Status::ok();
     if (++polls % kPollsPerClockRead != 0) {
-      idlePoll(yieldWhenIdle_);
+      spin.idle();
       continue;
     }
     // Work posted elsewhere (a two-phase algorithm's rail messages) moves on too.
     messenger_.progressIfIdle();
-    if (Clock::now() - start >= spin) break;
+    if (!spin.keepSpinning(Clock::now())) break;
   }
   Clock::time_point lastCheck = Clock::now();
   for (;;) {

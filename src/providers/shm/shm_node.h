@@ -219,7 +219,6 @@ class SharedMemoryNode final : public NodePhase {
   size_t slotBytes_;
   Messenger& messenger_;
   int64_t timeoutMs_;
-  int64_t spinMicros_;
   bool yieldWhenIdle_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
   RoundRing inputRing_;

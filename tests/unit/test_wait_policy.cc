@@ -1,0 +1,112 @@
+// The wait policy (p2p/wait_policy.h): how long waits spin, by their
+// history and by whether the core is wanted.
+#include <gtest/gtest.h>
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "p2p/wait_policy.h"
+
+namespace fairway {
+namespace {
+
+using Clock = WaitPolicy::Clock;
+using std::chrono::microseconds;
+
+double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+TEST(WaitPolicy, ShortWaitsSpinForAFewTimesTheirLength) {
+  ContentionWatch quiet;
+  WaitPolicy policy(WaitMode::Adaptive, 2000, false, quiet);
+  for (int i = 0; i < 64; ++i) policy.record(microseconds(30));
+  bool yield = true;
+  EXPECT_NEAR(us(policy.spinBudget(Clock::now(), &yield)), 120, 1);
+  EXPECT_FALSE(yield);
+  for (int i = 0; i < 64; ++i) policy.record(microseconds(2));
+  EXPECT_EQ(policy.spinBudget(Clock::now(), &yield), WaitPolicy::kMinSpin) << "never below the cost of sleeping";
+  for (int i = 0; i < 64; ++i) policy.record(microseconds(190));
+  EXPECT_EQ(policy.spinBudget(Clock::now(), &yield), WaitPolicy::kShortWait) << "never past a short wait";
+}
+
+TEST(WaitPolicy, MostlyLongWaitsSleepSoon) {
+  ContentionWatch quiet;
+  WaitPolicy policy(WaitMode::Adaptive, 2000, false, quiet);
+  for (int i = 0; i < 64; ++i) policy.record(microseconds(20));
+  for (int i = 0; i < 16; ++i) policy.record(std::chrono::milliseconds(3));  // a peer computing between calls
+  bool yield = true;
+  EXPECT_EQ(policy.spinBudget(Clock::now(), &yield), WaitPolicy::kMinSpin);
+  for (int i = 0; i < 32; ++i) policy.record(microseconds(20));
+  EXPECT_NEAR(us(policy.spinBudget(Clock::now(), &yield)), 80, 1) << "short again: spins again";
+}
+
+TEST(WaitPolicy, SpinUsCapsEveryBudgetAndSpinModeAlwaysTakesIt) {
+  bool yield = true;
+  ContentionWatch wanted;
+  wanted.saw(Clock::now());
+  WaitPolicy none(WaitMode::Adaptive, 0, false);
+  EXPECT_EQ(none.spinBudget(Clock::now(), &yield), Clock::duration::zero());
+  WaitPolicy dedicated(WaitMode::Spin, 2000, false, wanted);
+  for (int i = 0; i < 64; ++i) dedicated.record(std::chrono::milliseconds(3));
+  EXPECT_EQ(dedicated.spinBudget(Clock::now(), &yield), microseconds(2000)) << "whatever the history and contention";
+  EXPECT_FALSE(yield);
+  WaitPolicy oversubscribed(WaitMode::Spin, 2000, true);
+  oversubscribed.spinBudget(Clock::now(), &yield);
+  EXPECT_TRUE(yield) << "more ranks than CPUs: empty polls yield";
+}
+
+TEST(WaitPolicy, ContentionMakesWaitsYieldAndSpinBriefly) {
+  ContentionWatch watch;
+  WaitPolicy policy(WaitMode::Adaptive, 2000, false, watch);
+  for (int i = 0; i < 64; ++i) policy.record(microseconds(40));
+  const Clock::time_point at = Clock::now();
+  policy.sawContention(at);
+  bool yield = false;
+  EXPECT_EQ(policy.spinBudget(at + microseconds(10), &yield), WaitPolicy::kMinSpin);
+  EXPECT_TRUE(yield);
+  EXPECT_NEAR(us(policy.spinBudget(at + ContentionWatch::kContendedFor + microseconds(1), &yield)), 160, 1);
+  EXPECT_FALSE(yield) << "contention is forgotten after a while";
+}
+
+// A wait that spins on a CPU where another thread is ready to run is
+// preempted sooner or later; the first such wait marks the cores wanted,
+// and every later wait in the process then yields.
+TEST(WaitPolicy, ASpinnerPreemptedOnASharedCoreNoticesIt) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE && cpu < 0; ++c) {
+    if (CPU_ISSET(c, &mine)) cpu = c;
+  }
+  ASSERT_GE(cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  ContentionWatch watch;
+  WaitPolicy policy(WaitMode::Adaptive, 2000, false, watch);
+  bool noticed = false;
+  const Clock::time_point giveUp = Clock::now() + std::chrono::seconds(5);
+  while (!noticed && Clock::now() < giveUp) {
+    policy.record(microseconds(190));  // waits that are worth spinning for
+    SpinningWait wait(policy);         // a peer that never comes within the budget
+    while (wait.keepSpinning(Clock::now())) wait.idle();
+    noticed = watch.wanted(Clock::now());
+  }
+  stop = true;
+  busy.join();
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine), 0);
+  EXPECT_TRUE(noticed) << "a spinner sharing its core with a busy thread never saw itself preempted in 5 s";
+}
+
+}  // namespace
+}  // namespace fairway
