@@ -428,8 +428,9 @@ FAIRWAY_API fwResult_t fwWait(fwRequest_t request);
  *  - inside the fwWait or fwTest that completes the request, on its
  *    thread, before that call returns; or else
  *  - on a Fairway thread (the communicator's worker for collectives, its
- *    progress thread for messages), which releases the request first: a
- *    later fwWait or fwTest on it returns fwInvalidArgument; or
+ *    progress thread for messages), which releases the request once fn
+ *    has returned: a fwWait or fwTest begun after that returns
+ *    fwInvalidArgument, one begun before returns the operation's result; or
  *  - inside this call, when the operation has completed already.
  * Destroying or aborting the communicator runs a pending fn with the error.
  * Inside fn, fwGetLastErrorMessage describes a failure. fn must return

@@ -89,14 +89,17 @@ Notification finishLocked(RequestState& request, const Status& outcome) {
   return owed;
 }
 
-// Completion on a Fairway thread: the request is released here (a
-// fwWait that got there first has released it already).
+// Completion on a Fairway thread: the request is released here once its
+// notification has returned (a fwWait that got there first has released
+// it already), so a caller that learns from the notification that the
+// request is done never finds its handle gone before then.
 void finishFromFairway(RequestState& request, const Status& outcome, std::unique_lock<std::mutex> claim) {
   if (request.finished) return;
-  (void)releaseRequest(request.handle);
   const Notification owed = finishLocked(request, outcome);
+  request.finishedByFairway = true;
   claim.unlock();
   owed.run(request.what);
+  (void)releaseRequest(request.handle);
 }
 
 // A message with a notification, polled by its communicator's progress thread.
@@ -164,9 +167,17 @@ fwResult_t fwTest(fwRequest_t request, int* done) {
 fwResult_t fwWait(fwRequest_t request) {
   std::shared_ptr<RequestState> state;
   Status st = lookupRequest(request, &state);
-  // Taken out before waiting, so a second fwWait on it is refused at once.
-  if (st.isOk()) st = releaseRequest(request);
   if (!st.isOk()) return reportToCaller(st.withContext("fwWait"));
+  // Taken out before waiting, so a second fwWait on it is refused at once.
+  st = releaseRequest(request);
+  if (!st.isOk()) {
+    // A Fairway thread completing the request for its notification took it
+    // out since the lookup: this wait began on a live request, and has its
+    // result (as a fwTest that finds it finished does).
+    std::lock_guard<std::mutex> claim(state->claim);
+    if (!state->finishedByFairway) return reportToCaller(st.withContext("fwWait"));
+    return reportToCaller(state->outcome.withContext(std::string("fwWait: ") + state->what));
+  }
   Notification owed;
   {
     std::lock_guard<std::mutex> claim(state->claim);

@@ -28,6 +28,7 @@ struct RequestState {
   fwRequest_t handle = nullptr;
   std::mutex claim;
   bool finished = false;  // under claim
+  bool finishedByFairway = false;  // under claim: by a Fairway thread, for its notification
   Status outcome;         // under claim, once finished
   fwCompletionFn_t notify = nullptr;  // under claim
   void* notifyArg = nullptr;

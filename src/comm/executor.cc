@@ -8,6 +8,7 @@ bool AsyncOperation::isDone() {
 }
 
 Status AsyncOperation::wait() {
+  if (!isDone() && executor_ != nullptr) executor_->runQueuedUpTo(this);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
   return result_;
@@ -47,6 +48,7 @@ Executor::~Executor() {
 
 std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
   auto operation = std::make_shared<AsyncOperation>();
+  operation->executor_ = this;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   queue_.push_back(Job{std::move(fn), operation});
@@ -55,10 +57,52 @@ std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
   return operation;
 }
 
+void Executor::runFront(std::unique_lock<std::mutex>& lock) {
+  Job job = std::move(queue_.front());
+  queue_.pop_front();
+  state_.fetch_sub(kPending - kRunning);  // queued, now running
+  lock.unlock();
+  Status result = job.fn();
+  job.operation->complete(std::move(result));
+  lock.lock();
+  state_.fetch_sub(kRunning);
+  idle_.notify_all();
+}
+
+void Executor::runQueuedUpTo(const AsyncOperation* operation) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto queued = [&] {
+    for (const Job& job : queue_) {
+      if (job.operation.get() == operation) return true;
+    }
+    return false;
+  };
+  while (queued()) {
+    if (running()) {  // an earlier job runs (on the worker, say): ours may be next
+      state_.fetch_add(kPending);
+      idle_.wait(lock, [&] { return !running() || !queued(); });
+      state_.fetch_sub(kPending);
+      continue;
+    }
+    const bool ours = queue_.front().operation.get() == operation;
+    runFront(lock);
+    if (ours) break;
+  }
+  if (!queue_.empty() && !running()) work_.notify_one();  // the worker takes the rest
+}
+
 void Executor::beginRunAfterOthers() {
   std::unique_lock<std::mutex> lock(mutex_);
   state_.fetch_add(kPending);
-  idle_.wait(lock, [&] { return queue_.empty() && !running(); });
+  for (;;) {
+    if (running()) {
+      idle_.wait(lock);
+    } else if (!queue_.empty()) {
+      runFront(lock);  // what was queued before this call runs first, here if nothing has started it
+    } else {
+      break;
+    }
+  }
   state_.fetch_sub(kPending - kRunning);  // waiting, now running
 }
 
@@ -72,7 +116,15 @@ void Executor::endRun() {
 void Executor::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   state_.fetch_add(kPending);
-  idle_.wait(lock, [&] { return queue_.empty() && !running(); });
+  for (;;) {
+    if (running()) {
+      idle_.wait(lock);
+    } else if (!queue_.empty()) {
+      runFront(lock);
+    } else {
+      break;
+    }
+  }
   state_.fetch_sub(kPending);
 }
 
@@ -81,15 +133,7 @@ void Executor::workerLoop() {
   for (;;) {
     work_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running()); });
     if (queue_.empty()) return;  // stopping, nothing left
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
-    state_.fetch_sub(kPending - kRunning);  // queued, now running
-    lock.unlock();
-    Status result = job.fn();
-    job.operation->complete(std::move(result));
-    lock.lock();
-    state_.fetch_sub(kRunning);
-    idle_.notify_all();
+    runFront(lock);
   }
 }
 

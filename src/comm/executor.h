@@ -2,6 +2,13 @@
 // calls run on the caller's thread once earlier non-blocking ones are done;
 // non-blocking calls queue for a worker thread that starts on first use and
 // sleeps while the queue is empty.
+//
+// A queued job that nothing has started is run by whoever needs it first:
+// the worker, a caller waiting for it (AsyncOperation::wait), or a blocking
+// call or drain that must come after it. A caller that waits for a
+// non-blocking call soon after making it (a small call through torch with
+// async_op=True) often gets there before the worker has woken, and then
+// runs it itself, with no hand-off to the worker and back.
 #pragma once
 
 #include <atomic>
@@ -17,11 +24,15 @@
 
 namespace fairway {
 
+class Executor;
+
 // The completion side of a queued operation.
 class AsyncOperation {
  public:
   bool isDone();
-  // Blocks until done (the operation's own waits are bounded) and returns its result.
+  // Blocks until done (the operation's own waits are bounded) and returns
+  // its result. An operation nothing has started yet is run here, after
+  // the ones queued before it.
   Status wait();
   void complete(Status result);
   // Runs fn(result) once the operation is done: on the thread that
@@ -29,11 +40,15 @@ class AsyncOperation {
   void whenDone(std::function<void(const Status&)> fn);
 
  private:
+  friend class Executor;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
   Status result_;
   std::vector<std::function<void(const Status&)>> whenDone_;
+  // Set by submit; used only while the operation is not done, when its
+  // executor is alive (the communicator drains before it goes).
+  Executor* executor_ = nullptr;
 };
 
 class Executor {
@@ -63,7 +78,8 @@ class Executor {
 
   // Queues fn for the worker thread.
   std::shared_ptr<AsyncOperation> submit(std::function<Status()> fn);
-  // Waits until the queue is empty and nothing runs.
+  // Waits until the queue is empty and nothing runs (running what nothing
+  // has started).
   void drain();
 
  private:
@@ -71,6 +87,14 @@ class Executor {
     std::function<Status()> fn;
     std::shared_ptr<AsyncOperation> operation;
   };
+  friend class AsyncOperation;
+  // While operation is still queued, runs the queued jobs up to and
+  // including it on this thread whenever nothing else runs one; returns
+  // once it is not queued (done, or taken by the worker).
+  void runQueuedUpTo(const AsyncOperation* operation);
+  // Under lock, with nothing running and a job queued: runs the front job
+  // on this thread (lock released meanwhile).
+  void runFront(std::unique_lock<std::mutex>& lock);
   void workerLoop();
   // Waits until nothing queued before is left and nothing runs, then
   // holds kRunning; endRun() drops it and wakes whoever is next.
