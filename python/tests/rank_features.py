@@ -349,3 +349,59 @@ def barrier_timeout(rank, world):
     except RuntimeError as error:
         return str(error)
     return "no error"
+
+
+def collective_module_goes_straight_to_the_backend(rank, world):
+    """fairway.torch.collective on CPU tensors of a fairway group calls the
+    backend directly (torch.distributed's functions are not called) and
+    gives gloo's results, blocking and async, on the world and on a
+    subgroup; on a gloo group it goes through torch.distributed."""
+    import fairway.torch.collective as collective
+    gloo = dist.new_group(backend="gloo")
+    evens = list(range(0, world, 2))
+    sub = dist.new_group(evens)
+    names = ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor")
+    saved = {name: getattr(dist, name) for name in names}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("fairway.torch.collective went through torch.distributed")
+
+    def results(group, async_op):
+        x = torch.arange(6 * world, dtype=torch.float32).reshape(2 * world, 3) + rank
+        out = {}
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            done = collective.all_reduce(x.clone(), op=op, group=group, async_op=async_op)
+            if async_op:
+                done[1].wait()
+                done = done[0]
+            out[f"all_reduce {op}"] = done
+        for dim in (0, -1):
+            done = collective.all_gather(x, dim=dim, group=group, async_op=async_op)
+            out[f"all_gather {dim}"] = done[1].wait() and done[0] if async_op else done
+        done = collective.reduce_scatter(x, dim=0, group=group, async_op=async_op)
+        out["reduce_scatter"] = done[1].wait() and done[0] if async_op else done
+        src = evens[-1] if group is sub else world - 1
+        done = collective.broadcast(x.clone(), src, group=group, async_op=async_op)
+        out["broadcast"] = done[1].wait() and done[0] if async_op else done
+        return out
+
+    for async_op in (False, True):
+        for name in names:
+            setattr(dist, name, refuse)
+        try:
+            mine = results(None, async_op)
+            mine_sub = results(sub, async_op) if rank in evens else None
+        finally:
+            for name in names:
+                setattr(dist, name, saved[name])
+        want = results(gloo, async_op)
+        for key, value in want.items():
+            assert torch.equal(mine[key], value), (key, async_op, mine[key], value)
+        if rank in evens:
+            sub_gloo = dist.new_group(evens, backend="gloo")
+            want_sub = results(sub_gloo, async_op)
+            for key, value in want_sub.items():
+                assert torch.equal(mine_sub[key], value), ("subgroup", key, async_op)
+        else:
+            dist.new_group(evens, backend="gloo")  # every rank takes part in making a group
+    return True

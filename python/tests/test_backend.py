@@ -174,3 +174,7 @@ def test_fsdp2_bf16_mixed_precision_matches_gloo():
 
 def test_functional_collectives_eager_and_compiled_match_gloo():
     run_ranks(2, rank_stacks.functional_collectives, limit_s=300)
+
+
+def test_collective_module_goes_straight_to_the_backend():
+    run_ranks(3, rank_features.collective_module_goes_straight_to_the_backend)

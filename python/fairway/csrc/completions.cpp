@@ -8,8 +8,15 @@
 namespace fairway_torch {
 
 void Completions::told(fwResult_t result, void* arg) {
-  std::unique_ptr<EntryPtr> entry(static_cast<EntryPtr*>(arg));
-  oneDone(*entry, result, result == fwSuccess ? std::string() : lastMessage(result));
+  std::unique_ptr<Told> told(static_cast<Told*>(arg));
+  Entry& entry = *told->entry;
+  if (entry.waiter == std::this_thread::get_id()) {
+    entry.told[told->request] = 1;  // inside the waiter's own fwWait, which holds waitMutex
+  } else {
+    std::lock_guard<std::mutex> lock(entry.waitMutex);
+    entry.told[told->request] = 1;
+  }
+  oneDone(told->entry, result, result == fwSuccess ? std::string() : lastMessage(result));
 }
 
 void Completions::oneDone(const EntryPtr& entry, fwResult_t result, const std::string& message) {
@@ -37,12 +44,20 @@ void Completions::complete(Entry& entry) {
   entry.work->finish(error);
 }
 
-// fwWait runs each request's notification on this thread; a request whose
-// notification a Fairway thread is running right now was released by it,
-// and its fwWait is refused, harmlessly: the Work finishes all the same.
+// fwWait runs each request's notification on this thread (and a collective
+// the worker has not started yet, too); a request whose notification a
+// Fairway thread runs right now was completed there, and its fwWait returns
+// that result: the Work finishes all the same.
 void Completions::waitFor(const EntryPtr& entry) {
   if (entry->waitedFor.exchange(true)) return;
-  for (fwRequest_t request : entry->requests) (void)fwWait(request);
+  {
+    std::lock_guard<std::mutex> lock(entry->waitMutex);
+    entry->waiter = std::this_thread::get_id();
+    for (size_t i = 0; i < entry->requests.size(); ++i) {
+      if (!entry->told[i]) (void)fwWait(entry->requests[i]);
+    }
+    entry->waiter = std::thread::id();
+  }
   for (const auto& w : entry->after) {
     try {
       w->wait(::kNoTimeout);
@@ -66,6 +81,7 @@ void Completions::add(std::vector<fwRequest_t> requests, c10::intrusive_ptr<Fair
                       std::string what) {
   auto entry = std::make_shared<Entry>();
   entry->left = requests.size();
+  entry->told.assign(requests.size(), 0);
   entry->requests = std::move(requests);
   entry->work = std::move(work);
   entry->finish = std::move(finish);
@@ -77,11 +93,15 @@ void Completions::add(std::vector<fwRequest_t> requests, c10::intrusive_ptr<Fair
   remember(entry);
   // The entry lives while a notification is owed; a refused one (nothing
   // will run it) counts as done with its error.
-  for (fwRequest_t request : entry->requests) {
-    auto* arg = new EntryPtr(entry);
-    const fwResult_t asked = fwRequestOnComplete(request, &Completions::told, arg);
+  for (size_t i = 0; i < entry->requests.size(); ++i) {
+    auto* arg = new Told{entry, i};
+    const fwResult_t asked = fwRequestOnComplete(entry->requests[i], &Completions::told, arg);
     if (asked != fwSuccess) {
       delete arg;
+      {
+        std::lock_guard<std::mutex> lock(entry->waitMutex);
+        entry->told[i] = 1;  // nothing to wait for
+      }
       oneDone(entry, asked, lastMessage(asked));
     }
   }

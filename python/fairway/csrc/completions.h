@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <c10/util/intrusive_ptr.h>
@@ -60,10 +61,23 @@ class Completions {
     c10::intrusive_ptr<FairwayWork> work;
     Finish finish;
     std::string what;
+    // A caller waiting in Fairway holds waitMutex while it calls fwWait on
+    // the requests not yet told; a notification on another thread marks
+    // its request told under it. Fairway releases a request only after its
+    // notification returns, so each fwWait finds a live request: one told
+    // meanwhile returns its result there, one told before is skipped.
+    std::mutex waitMutex;
+    std::vector<char> told;                // per request, under waitMutex
+    std::thread::id waiter;                // under waitMutex: the thread inside fwWait, if any
   };
   using EntryPtr = std::shared_ptr<Entry>;
+  // What a notification's arg points to (heap-held, freed when it runs).
+  struct Told {
+    EntryPtr entry;
+    size_t request;
+  };
 
-  // Fairway's notification; arg is a heap-held EntryPtr, freed here.
+  // Fairway's notification; arg is a heap-held Told, freed here.
   static void told(fwResult_t result, void* arg);
   // One of entry's requests (or Works) is done with result.
   static void oneDone(const EntryPtr& entry, fwResult_t result, const std::string& message);

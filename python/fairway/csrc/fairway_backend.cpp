@@ -8,6 +8,7 @@
 #include <set>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -260,10 +261,11 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const a
 c10::intrusive_ptr<FairwayWork> FairwayBackend::makeWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                          std::vector<at::Tensor> outputs,
                                                          std::optional<c10::Device> device) const {
-  auto listType = c10::ListType::create(c10::TensorType::get());
-  auto future = device ? c10::make_intrusive<c10::ivalue::Future>(listType, std::vector<c10::Device>{*device})
-                       : c10::make_intrusive<c10::ivalue::Future>(listType);
-  return c10::make_intrusive<FairwayWork>(title(type), type, inputs, std::move(outputs), future, timeout_);
+  // The profiler's event (and its copy of the inputs) only while a profiler listens.
+  const bool profiled = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE).has_value();
+  return c10::make_intrusive<FairwayWork>(profiled ? title(type) : nullptr, type,
+                                          profiled ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt,
+                                          std::move(outputs), device, timeout_);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,

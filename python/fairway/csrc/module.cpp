@@ -16,6 +16,16 @@ namespace py = pybind11;
 using fairway_torch::FairwayBackend;
 using fairway_torch::NamedProcessGroup;
 
+namespace {
+
+// A direct call's result: its Work when asynchronous; nothing (None) when
+// the call has completed, which saves Python a Work object per call.
+c10::intrusive_ptr<c10d::Work> asyncResult(c10::intrusive_ptr<c10d::Work> work, bool asyncOp) {
+  return asyncOp ? std::move(work) : c10::intrusive_ptr<c10d::Work>();
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Fairway collectives as a torch.distributed backend";
   py::module_::import("torch.distributed");  // registers c10d::Backend with pybind first
@@ -53,6 +63,43 @@ PYBIND11_MODULE(_C, m) {
              }
              return ranks;
            })
+      // fairway.torch.collective's direct calls on CPU tensors: the
+      // backend's own operation without torch's Python wrapper, dispatcher
+      // and per-call hooks (docs/pytorch.md, "Small calls"). A Work with
+      // async_op, None without (the call has completed).
+      .def("direct_all_reduce",
+           [](FairwayBackend& self, at::Tensor tensor, const c10d::ReduceOp& op, bool asyncOp) {
+             std::vector<at::Tensor> tensors{std::move(tensor)};
+             c10d::AllreduceOptions opts;
+             opts.reduceOp = op;
+             opts.asyncOp = asyncOp;
+             return asyncResult(self.allreduce(tensors, opts), asyncOp);
+           },
+           py::call_guard<py::gil_scoped_release>())
+      .def("direct_broadcast",
+           [](FairwayBackend& self, at::Tensor tensor, int64_t root, bool asyncOp) {
+             std::vector<at::Tensor> tensors{std::move(tensor)};
+             c10d::BroadcastOptions opts;
+             opts.rootRank = root;
+             opts.asyncOp = asyncOp;
+             return asyncResult(self.broadcast(tensors, opts), asyncOp);
+           },
+           py::call_guard<py::gil_scoped_release>())
+      .def("direct_all_gather",
+           [](FairwayBackend& self, at::Tensor output, at::Tensor input, bool asyncOp) {
+             c10d::AllgatherOptions opts;
+             opts.asyncOp = asyncOp;
+             return asyncResult(self.all_gather_single(output, input, opts), asyncOp);
+           },
+           py::call_guard<py::gil_scoped_release>())
+      .def("direct_reduce_scatter",
+           [](FairwayBackend& self, at::Tensor output, at::Tensor input, const c10d::ReduceOp& op, bool asyncOp) {
+             c10d::ReduceScatterOptions opts;
+             opts.reduceOp = op;
+             opts.asyncOp = asyncOp;
+             return asyncResult(self.reduce_scatter_single(output, input, opts), asyncOp);
+           },
+           py::call_guard<py::gil_scoped_release>())
       .def("allreduce_compressed",
            [](FairwayBackend& self, at::Tensor tensor, int kind, int blockSize, std::optional<at::Tensor> residual,
               bool average, bool asyncOp) {
