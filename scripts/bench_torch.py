@@ -34,6 +34,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from torch_models import blocks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_FLIGHT = 4  # async_op=True: calls issued before waiting for them
 
@@ -281,27 +283,13 @@ def measure_perf(rank, world, args, gloo, times):
     dist.barrier(group=gloo)
 
 
-class Block(torch.nn.Module):
-    def __init__(self, dim=256, heads=4):
-        super().__init__()
-        self.attention = torch.nn.MultiheadAttention(dim, heads, batch_first=True)
-        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
-
-    def forward(self, x):
-        h = self.norm1(x)
-        x = x + self.attention(h, h, h, need_weights=False)[0]
-        return x + self.mlp(self.norm2(x))
-
-
 def step_seconds(kind, group, steps=10):
     """Seconds per training step of a small transformer (4 blocks, 3M
     parameters) under DDP or FSDP2 on `group`. Two floors, every rank
     training at the same time: "local", the step with no DDP at all;
     "ddp_alone", DDP whose communication hook hands each gradient bucket
     back untouched (DDP's own bucket copies and hooks, no backend)."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[Block() for _ in range(4)])
+    model = blocks()
     if kind == "local":
         pass
     elif kind in ("ddp", "ddp_alone"):
