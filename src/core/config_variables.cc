@@ -247,8 +247,8 @@ std::vector<ConfigVariable> makeTable() {
     configVariable("FAIRWAY_WAIT", "adaptive",
         "how waits spend the cores: `adaptive` (spin only while the wait is likely to end soon, up to "
         "200 us, and give the core back at once when the scheduler shows another thread or process "
-        "wants it), `spin` (every wait spins for FAIRWAY_SPIN_US before sleeping: for ranks that each "
-        "own a core)",
+        "wants it; with more ranks than CPUs, waits yield for FAIRWAY_SPIN_US), `spin` (every wait spins "
+        "for FAIRWAY_SPIN_US before sleeping: for ranks that each own a core)",
         choice({"adaptive", "spin"}, [](auto& c) -> auto& { return c.waitPolicy; })),
     configVariable("FAIRWAY_COMM_ID", "",
         "host:port of the bootstrap root for launcher-started jobs",

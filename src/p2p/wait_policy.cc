@@ -49,60 +49,71 @@ WaitPolicy::WaitPolicy(WaitMode mode, int64_t spinMicros, bool oversubscribed, C
       maxSpin_(std::chrono::microseconds(std::max<int64_t>(0, spinMicros))),
       oversubscribed_(oversubscribed),
       contention_(contention),
-      shortMeanNs_(std::chrono::nanoseconds(kMinSpin).count() / 4) {}
+      typicalNs_(std::chrono::nanoseconds(kMinSpin).count() / 4) {}
 
 WaitPolicy::Clock::duration WaitPolicy::spinBudget(Clock::time_point now, bool* yield) const {
+  *yield = false;
   if (mode_ == WaitMode::Spin) {
     *yield = oversubscribed_;
     return maxSpin_;
   }
-  const bool contended = contention_.wanted(now);
-  *yield = oversubscribed_ || contended;
-  Clock::duration budget = kMinSpin;
-  if (!contended && shortShare_.load(std::memory_order_relaxed) >= kScale / 2) {
-    const auto typical = std::chrono::nanoseconds(shortMeanNs_.load(std::memory_order_relaxed));
-    budget = std::clamp<Clock::duration>(4 * typical, kMinSpin, kShortWait);
+  // A contended core is not yielded between polls: sched_yield hands it to
+  // the other thread for the rest of that thread's time slice (milliseconds
+  // beside a busy process), while a sleeping waiter that its peer wakes
+  // preempts such a thread at once.
+  if (contention_.wanted(now)) return std::min<Clock::duration>(kMinSpin, maxSpin_);
+  if (oversubscribed_) {
+    // The ranks hand each other the cores through their yields; sleeping
+    // would cost a wake-up each time instead.
+    *yield = true;
+    return maxSpin_;
   }
-  return std::min(budget, maxSpin_);
+  const auto typical = std::chrono::nanoseconds(typicalNs_.load(std::memory_order_relaxed));
+  if (4 * typical > maxSpin_) return std::min<Clock::duration>(kMinSpin, maxSpin_);
+  return std::min<Clock::duration>(std::max<Clock::duration>(4 * typical, kMinSpin), maxSpin_);
 }
 
 void WaitPolicy::record(Clock::duration waited) {
-  const bool isShort = waited <= kShortWait;
-  const int64_t share = shortShare_.load(std::memory_order_relaxed);
-  shortShare_.store(share + ((isShort ? kScale : 0) - share) / 8, std::memory_order_relaxed);
-  if (isShort) {
-    const int64_t mean = shortMeanNs_.load(std::memory_order_relaxed);
-    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count();
-    shortMeanNs_.store(mean + (ns - mean) / 8, std::memory_order_relaxed);
-  }
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::min(waited, maxSpin_)).count();
+  const int64_t typical = typicalNs_.load(std::memory_order_relaxed);
+  typicalNs_.store(typical + (ns - typical) / 8, std::memory_order_relaxed);
 }
 
 void SpinningWait::idle() const { idlePoll(yield_ || policy_.oversubscribed()); }
 
 bool SpinningWait::keepSpinning(WaitPolicy::Clock::time_point now) {
+  if (stopped_) return false;
   if (!started_) {
     started_ = true;
     start_ = lastLook_ = now;
     looks_ = 0;
     budget_ = policy_.spinBudget(now, &yield_);
-    switches_ = budget_ > WaitPolicy::Clock::duration::zero() ? involuntarySwitches() : -1;
-    return now - start_ < budget_;
+    const bool spinning = budget_ > WaitPolicy::Clock::duration::zero();
+    // Oversubscribed, the ranks preempt each other all the time: only a
+    // long gap (a yield that handed the core to a thread that kept it for
+    // a time slice) tells that something else wants the cores.
+    switches_ = spinning && policy_.watchesSwitches() ? involuntarySwitches() : -1;
+    gapsCount_ = spinning && policy_.watchesGaps();
+    stopped_ = !spinning;
+    return spinning;
   }
   const bool gap = now - lastLook_ >= WaitPolicy::kPreemptionGap;
   lastLook_ = now;
-  if (now - start_ >= budget_) return false;
-  if (gap || (++looks_ % kLooksPerSwitchCheck == 0 && switches_ >= 0 && involuntarySwitches() != switches_)) {
+  if ((gap && gapsCount_) ||
+      (++looks_ % kLooksPerSwitchCheck == 0 && switches_ >= 0 && involuntarySwitches() != switches_)) {
     policy_.sawContention(now);  // preempted while spinning: give the core back
-    budget_ = WaitPolicy::Clock::duration::zero();
-    return false;
+    stopped_ = true;
+  } else if (now - start_ >= budget_) {
+    stopped_ = true;
   }
-  return true;
+  return !stopped_;
 }
 
 void SpinningWait::ended() {
   if (!started_) return;
   policy_.record(WaitPolicy::Clock::now() - start_);
   started_ = false;
+  stopped_ = false;
 }
 
 }  // namespace fairway

@@ -7,18 +7,31 @@
 // communicator's.
 //
 // FAIRWAY_WAIT=adaptive (the default) decides per wait:
-//  - How long to spin (the budget): while most waits that outlast the
-//    first polls have ended within kShortWait, four times their typical
-//    length (at least kMinSpin, at most kShortWait); otherwise, when waits
-//    are mostly long (a peer computing, a slow link), only kMinSpin: then
-//    waking costs little next to the wait.
+//  - How long to spin (the budget): four times the typical wait of this
+//    communicator (a moving average of the waits that outlasted their
+//    first polls, each counted up to FAIRWAY_SPIN_US), at least kMinSpin;
+//    but only kMinSpin when waits typically last more than a quarter of
+//    FAIRWAY_SPIN_US (a peer computing between calls, a slow link): such a
+//    wait is not likely to end within the window, and waking then costs
+//    little next to it.
 //  - Whether the core is wanted: a spinning thread that the scheduler
 //    preempted (an involuntary context switch of its own, or a gap between
 //    two looks at the clock) stops spinning at once, and for 20 ms
-//    afterwards every wait in the process spins at most kMinSpin, yielding
-//    the core between polls: another thread of the job (a training step's
-//    compute, a data loader) or another process was ready to run there.
-//  - When the host runs more ranks than CPUs, empty polls always yield.
+//    afterwards every wait in the process spins at most kMinSpin before it
+//    sleeps: another thread of the job (a training step's compute, a data
+//    loader) or another process was ready to run there. It does not yield
+//    between polls: sched_yield would hand the core to that thread for the
+//    rest of its time slice (milliseconds), where a sleeper its peer wakes
+//    preempts it at once.
+//  - When the host runs more ranks than CPUs, every wait yields the core
+//    between polls for up to FAIRWAY_SPIN_US: the ranks hand each other
+//    the cores through their yields, where sleeping would cost each
+//    hand-off a wake-up (8 ranks on 2 cores: a 2 ms window halved
+//    allreduce times at 16-256 KiB against a 20 us one). There the ranks
+//    preempt each other all the time, so only a long gap between two
+//    looks (a yield that handed the core to a thread that kept it for its
+//    time slice: a busy process, a rank computing) counts as contention,
+//    after which waits spin briefly and sleep as above.
 // FAIRWAY_WAIT=spin, for ranks that each own a core: every wait spins for
 // FAIRWAY_SPIN_US before blocking, whatever else wants the core.
 // FAIRWAY_SPIN_US caps the spin either way (0: block at once).
@@ -53,7 +66,6 @@ class WaitPolicy {
   using Clock = std::chrono::steady_clock;
 
   static constexpr std::chrono::microseconds kMinSpin{50};
-  static constexpr std::chrono::microseconds kShortWait{200};
   // A gap this long between two looks at the clock means the spinning
   // thread was not running (preempted, or its virtual CPU was).
   static constexpr std::chrono::microseconds kPreemptionGap{500};
@@ -70,24 +82,26 @@ class WaitPolicy {
   // A spinning thread was preempted at now: the cores are wanted.
   void sawContention(Clock::time_point now) { contention_.saw(now); }
   bool oversubscribed() const { return oversubscribed_; }
+  // What a spinning wait takes as a sign of contention (the adaptive
+  // policy only): a gap between two looks at the clock, and (with a CPU
+  // per rank) an involuntary context switch.
+  bool watchesGaps() const { return mode_ == WaitMode::Adaptive; }
+  bool watchesSwitches() const { return mode_ == WaitMode::Adaptive && !oversubscribed_; }
 
  private:
   WaitMode mode_;
   Clock::duration maxSpin_;
   bool oversubscribed_;
   ContentionWatch& contention_;
-  // Of the waits recorded, the share (out of kScale) that ended within
-  // kShortWait, and the typical length of those (ns); moving averages with
-  // weight 1/8 for the newest, updated without a lock (a lost update only
-  // blurs a heuristic).
-  static constexpr int64_t kScale = 1024;
-  std::atomic<int64_t> shortShare_{kScale};
-  std::atomic<int64_t> shortMeanNs_;
+  // The typical wait (ns): a moving average, weight 1/8 for the newest,
+  // updated without a lock (a lost update only blurs a heuristic).
+  std::atomic<int64_t> typicalNs_;
 };
 
 // One wait's spinning, for the loops that poll: idle() between empty polls,
-// keepSpinning(now) at each look at the clock (false: block now), and
-// ended() when the awaited event came. A wait that ends before it first
+// keepSpinning(now) at each look at the clock (false: block now, and from
+// then on false until the wait ends or restarts), and ended() when the
+// awaited event came. A wait that ends before it first
 // looks at the clock costs nothing here.
 class SpinningWait {
  public:
@@ -100,15 +114,14 @@ class SpinningWait {
   void ended();
   // Progress was made (a wait on several operations saw one complete): the
   // rest is a new wait.
-  void restart() {
-    ended();
-    started_ = false;
-  }
+  void restart() { ended(); }
 
  private:
   WaitPolicy& policy_;
   bool started_ = false;
+  bool stopped_ = false;  // spinning is over for this wait (it blocks from now on)
   bool yield_ = false;
+  bool gapsCount_ = false;  // a gap between looks means preemption (watched)
   unsigned looks_ = 0;
   long switches_ = 0;
   WaitPolicy::Clock::time_point start_{};

@@ -67,8 +67,9 @@ double computeRate(int cpu, const std::function<void()>& during) {
 
 // Rank 0 shares one CPU with a compute thread and makes allreduces that
 // rank 1 (on another CPU) joins 2 ms late each time: the compute thread
-// must keep at least 3/4 of the rate it has alone on that CPU (spinning
-// through each wait would halve it). Best of three tries, as other
+// must keep at least 0.8 of the rate it has alone on that CPU, measured
+// just before and after (spinning through each wait halves it:
+// FAIRWAY_WAIT=spin gives about 0.5). Best of three tries, as other
 // processes may take the CPU during one.
 TEST(Waiting, ARankWaitingForALatePeerLeavesItsCoreToTheJob) {
   const std::vector<int> cpus = allowedCpus();
@@ -78,6 +79,7 @@ TEST(Waiting, ARankWaitingForALatePeerLeavesItsCoreToTheJob) {
     const int cpu = ctx.rank == 0 ? cpus[0] : cpus[1];
     RANK_CHECK(ctx, pinCallingThread(cpu), "pin");
     const int kCalls = 40;
+    const double kNearly = 0.8;
     const auto kLate = std::chrono::milliseconds(2);
     float value = 1.0f, sum = 0.0f;
     auto together = [&] { return fwAllReduce(&value, &sum, 1, fwFloat32, fwSum, comm, nullptr) == fwSuccess; };
@@ -91,7 +93,7 @@ TEST(Waiting, ARankWaitingForALatePeerLeavesItsCoreToTheJob) {
           for (int k = 0; k < kCalls; ++k) RANK_CHECK(ctx, together(), "allreduce with a late peer");
         });
         const double aloneAgain = computeRate(cpu, [] { std::this_thread::sleep_for(std::chrono::milliseconds(80)); });
-        best = std::max(best, waiting / std::max(alone, aloneAgain));
+        best = std::max(best, waiting / ((alone + aloneAgain) / 2));
       } else {
         RANK_CHECK(ctx, together(), "rank 0 measured alone");
         for (int k = 0; k < kCalls; ++k) {
@@ -100,14 +102,14 @@ TEST(Waiting, ARankWaitingForALatePeerLeavesItsCoreToTheJob) {
         }
       }
       // Rank 0 says whether it has its answer.
-      value = ctx.rank == 0 && best >= 0.75 ? 1.0f : 0.0f;
+      value = ctx.rank == 0 && best >= kNearly ? 1.0f : 0.0f;
       RANK_CHECK(ctx, together(), "verdict");
       value = 1.0f;
       if (sum > 0.5f) break;
     }
     if (ctx.rank == 0) {
       std::fprintf(stderr, "compute thread beside a waiting rank: %.2f of its rate alone\n", best);
-      RANK_CHECK(ctx, best >= 0.75,
+      RANK_CHECK(ctx, best >= kNearly,
                  "the compute thread kept only " + std::to_string(best) + " of its rate beside a waiting rank");
     }
     return failures;
