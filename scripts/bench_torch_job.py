@@ -195,6 +195,7 @@ def busy_processes(count):
 
 def run_once(world, pinned, busy, backend, args, serial):
     import torch.multiprocessing as mp
+    from torch_models import remove_deepspeed_buffers
     args.pinned = pinned
     queue = mp.get_context("spawn").SimpleQueue()
     port = 29700 + (os.getpid() + serial) % 2000
@@ -205,6 +206,7 @@ def run_once(world, pinned, busy, backend, args, serial):
         for p in others:
             p.kill()
             p.wait()
+        remove_deepspeed_buffers(port)
     return queue.get()
 
 

@@ -36,10 +36,12 @@ SECONDS_PER_LOOP = 0.02
 
 
 def sizes_between(low, high, factor):
+    """low, low x factor, ... up to high, and high itself."""
     size = low
-    while size <= high:
+    while size < high:
         yield size
         size *= factor
+    yield high
 
 
 def load_yardsticks():
@@ -175,10 +177,14 @@ def rank_main(rank, world, port, args, queue):
 
 def run(world, pinned, args):
     import torch.multiprocessing as mp
+    from torch_models import remove_deepspeed_buffers
     args.pinned = pinned
     queue = mp.get_context("spawn").SimpleQueue()
     port = 29600 + (os.getpid() + world * 7 + pinned) % 2000
-    mp.spawn(rank_main, args=(world, port, args, queue), nprocs=world)
+    try:
+        mp.spawn(rank_main, args=(world, port, args, queue), nprocs=world)
+    finally:
+        remove_deepspeed_buffers(port)
     return queue.get()
 
 

@@ -65,6 +65,14 @@ if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
     .venv/bin/python -m pip install --quiet torch numpy pytest expecttest
   fi
   rm -rf python/build
-  FAIRWAY_BUILD_DIR="$PWD/build" .venv/bin/python -m pip install --quiet --no-build-isolation ./python
+  # One compile of the extension takes up to 1.6 GB (torch's headers); ninja
+  # would start nproc + 2 of them. As many as the available memory holds at
+  # 2 GiB each, at most one per core, unless MAX_JOBS says otherwise.
+  available_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+  jobs=$(( available_kib / (2 * 1024 * 1024) ))
+  [ "$jobs" -gt "$(nproc)" ] && jobs=$(nproc)
+  [ "$jobs" -lt 1 ] && jobs=1
+  MAX_JOBS="${MAX_JOBS:-$jobs}" FAIRWAY_BUILD_DIR="$PWD/build" \
+    .venv/bin/python -m pip install --quiet --no-build-isolation ./python
   echo "setup: fairway $(.venv/bin/python -c 'import fairway; print(fairway.__version__)') installed in .venv against torch $(.venv/bin/python -c 'import torch; print(torch.__version__)')"
 fi

@@ -138,3 +138,17 @@ def shard_by_hand(model, rank, world, all_reduce):
         layer.attention.o = columns(layer.attention.o)
         layer.down = columns(layer.down)
     return model
+
+
+def remove_deepspeed_buffers(port):
+    """DeepSpeed's CPU inference_all_reduce leaves its shared-memory buffers
+    (/dev/shm/deepspeed_allreduce_buffer_*_<port>_<rank>, 66 MiB per rank)
+    behind when its processes exit; a benchmark that ran it removes those of
+    its own port, or a sweep fills /dev/shm and with it the machine's memory."""
+    import glob
+    import os
+    for path in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_*_{port}_*"):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
