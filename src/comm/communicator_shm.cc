@@ -16,6 +16,8 @@ namespace {
 // there is none.
 struct SegmentRecord {
   int32_t created = 0;
+  uint32_t reserved = 0;
+  uint64_t chunkBytes = 0;  // the leader's choice, which followers that were not given one take
   char name[92] = {};
   char reason[412] = {};
 };
@@ -45,9 +47,14 @@ Status Communicator::attachSharedMemory() {
                                             skip.c_str());
     return Status::ok();
   }
-  // Every round needs a whole element of every rank's share.
-  const size_t chunkBytes = std::max(config_.shmChunkBytes, static_cast<size_t>(local) * 64);
-  const size_t bytes = SharedMemoryNode::segmentBytes(local, chunkBytes);
+  // Every round needs a whole element of every rank's share. The leader's
+  // pick is the node's: ranks may count the host's ranks differently (the
+  // most of any communicator their process has joined).
+  auto chunkFor = [&](size_t chunk) { return std::max(chunk, static_cast<size_t>(local) * 64); };
+  size_t chunkBytes = chunkFor(config_.shmChunkBytesSet
+                                   ? config_.shmChunkBytes
+                                   : SharedMemoryNode::defaultChunkBytes(local, messenger_->yieldsWhenIdle()));
+  size_t bytes = SharedMemoryNode::segmentBytes(local, chunkBytes);
 
   SegmentRecord record;
   std::unique_ptr<SharedMemoryNode> shm;
@@ -73,6 +80,7 @@ Status Communicator::attachSharedMemory() {
     ShmSegment segment;
     Status created = ShmSegment::create(bytes, &segment);
     record.created = created.isOk() ? 1 : 0;
+    record.chunkBytes = chunkBytes;
     setText(record.name, sizeof(record.name), segment.name());
     setText(record.reason, sizeof(record.reason), created.message());
     if (created.isOk()) {
@@ -96,6 +104,10 @@ Status Communicator::attachSharedMemory() {
   std::string why = record.created ? "" : record.reason;
   bool failedHere = localRank == 0 && !record.created;
   if (record.created && localRank != 0) {
+    if (!config_.shmChunkBytesSet) {  // one set here and not alike fails the header's check below
+      chunkBytes = chunkFor(record.chunkBytes);
+      bytes = SharedMemoryNode::segmentBytes(local, chunkBytes);
+    }
     ShmSegment segment;
     Status opened = ShmSegment::open(record.name, bytes, &segment);
     if (opened.isOk()) {

@@ -33,6 +33,7 @@ struct Config {
   std::string intraTransport = "auto"; // FAIRWAY_INTRA_TRANSPORT: auto|ucx|nccl, inside a node
                                        // (ucx: no shared-memory segment for host buffers either)
   size_t shmChunkBytes = 256 * 1024;   // FAIRWAY_SHM_CHUNK_BYTES: each local rank's round in the node's segment
+  bool shmChunkBytesSet = false;       // given by the variable (else the node's leader picks it: shm_chunk.h)
   size_t shmSingleCopyBytes = 0;       // FAIRWAY_SHM_SINGLE_COPY_BYTES: allgather blocks and broadcasts
                                        // of this size and more read in place (0: never; see DESIGN.md)
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes

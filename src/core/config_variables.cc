@@ -104,14 +104,23 @@ Handler link(Field field, SetFlag given) {
 }
 
 // Whole cache lines: a chunk is rounded down to a multiple of 64 bytes.
+// "auto" leaves the choice to the node's leader (SharedMemoryNode::defaultChunkBytes).
 Handler sharedMemoryChunk() {
   Handler handler = bytes(4096, size_t{64} << 20, [](auto& c) -> auto& { return c.shmChunkBytes; });
   auto parse = std::move(handler.apply);
+  auto show = std::move(handler.show);
   handler.apply = [parse](const std::string& name, const char* text, Config* c) {
+    if (std::string(text) == "auto") {
+      c->shmChunkBytes = Config().shmChunkBytes;
+      c->shmChunkBytesSet = false;
+      return Status::ok();
+    }
     FW_RETURN_IF_ERROR(parse(name, text, c));
     c->shmChunkBytes &= ~size_t{63};
+    c->shmChunkBytesSet = true;
     return Status::ok();
   };
+  handler.show = [show](const Config& c) { return c.shmChunkBytesSet ? show(c) : std::string("auto"); };
   return handler;
 }
 
@@ -171,9 +180,11 @@ std::vector<ConfigVariable> makeTable() {
         "the same inside a node; wins over `FAIRWAY_TRANSPORT`; `ucx` (here or in `FAIRWAY_TRANSPORT` "
         "alone) also keeps host collectives off the node's shared-memory segment",
         choice({"auto", "ucx", "nccl"}, [](auto& c) -> auto& { return c.intraTransport; })),
-    configVariable("FAIRWAY_SHM_CHUNK_BYTES", "256K",
-        "each local rank's share of one round in the node's shared-memory segment (4K to 64M); the "
-        "segment holds four per rank (two rounds in flight), so 2.6 MB for 4 ranks at the default",
+    configVariable("FAIRWAY_SHM_CHUNK_BYTES", "auto",
+        "each local rank's share of one round in the node's shared-memory segment (4K to 64M); `auto`: "
+        "256K, or with more ranks on the host than CPUs rounds of about 16M in all (each rank's share "
+        "256K to 4M: every hand-over between ranks then waits for the scheduler); the segment holds four "
+        "per rank (two rounds in flight): 2.6 MB for 4 ranks at 256K, 42 MB at 4M",
         sharedMemoryChunk()),
     configVariable("FAIRWAY_SHM_SINGLE_COPY_BYTES", "0",
         "allgather blocks and broadcasts of at least this size read the owner's buffer in place "

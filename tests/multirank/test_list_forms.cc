@@ -183,6 +183,9 @@ TEST_P(ListForms, MatchThePlainCalls) {
   auto outcomes = runRanks(path.nranks, [&](const RankContext& ctx) {
     for (const auto& [name, value] : path.env) setenv(name, value, 1);
     if (path.twoNodes) setenv("FAIRWAY_NODE_ID", ctx.rank < ctx.nranks / 2 ? "a" : "b", 1);
+    // The chunk of a CPU per rank, so that 100003 elements span rounds
+    // whatever the default is on this host.
+    setenv("FAIRWAY_SHM_CHUNK_BYTES", "256K", 0);
     int failures = 0;
     fwComm_t comm;
     RANK_CHECK(ctx, fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) == fwSuccess, "init");

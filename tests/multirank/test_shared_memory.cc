@@ -159,6 +159,39 @@ TEST_F(SharedMemory, IntraTransportUcxMapsNoSegment) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// The size of this process's one mapped segment (0 if not exactly one).
+size_t mappedSegmentBytes() {
+  const std::vector<std::string> mapped = mappedSegments();
+  if (mapped.size() != 1) return 0;
+  unsigned long start = 0, end = 0;
+  if (std::sscanf(mapped[0].c_str(), "%lx-%lx", &start, &end) != 2) return 0;
+  return end - start;
+}
+
+// The node's leader picks the chunk (its own FAIRWAY_SHM_CHUNK_BYTES here:
+// ranks may count the host's ranks differently, and with them the
+// default); a rank not given one takes it and maps the same segment.
+TEST_F(SharedMemory, RanksNotGivenAChunkTakeTheLeaders) {
+  auto outcomes = runRanks(3, [](const RankContext& ctx) {
+    if (ctx.rank == 0) setenv("FAIRWAY_SHM_CHUNK_BYTES", "64K", 1);
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = 0;
+    const size_t bytes = mappedSegmentBytes();
+    RANK_CHECK(ctx, bytes > 0, "no segment mapped");
+    size_t smallest = bytes, largest = bytes;
+    RANK_CHECK(ctx, fwAllReduce(&bytes, &smallest, 1, fwUint64, fwMin, comm, nullptr) == fwSuccess, "min");
+    RANK_CHECK(ctx, fwAllReduce(&bytes, &largest, 1, fwUint64, fwMax, comm, nullptr) == fwSuccess, "max");
+    RANK_CHECK(ctx, smallest == largest, "segments of " + std::to_string(smallest) + " and " +
+                                             std::to_string(largest) + " bytes");
+    RANK_CHECK(ctx, bytes < (size_t{1} << 20), "segment of " + std::to_string(bytes) + " bytes: not 64 KiB chunks");
+    failures += allreduceOnes(ctx, comm, 100000);  // many rounds of 64 KiB
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+
 // Every split gets a segment of its own; the parent's keeps working.
 TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
   auto outcomes = runRanks(4, [](const RankContext& ctx) {
@@ -294,8 +327,9 @@ int mixedRounds(const RankContext& ctx) {
 }
 
 TEST_F(SharedMemory, RoundsOfMixedSizesNeverOverwriteWhatAPeerReads) {
-  // The default chunk, and one of no whole number of cache lines (never halved).
-  for (const std::string chunk : {"", "100000"}) {
+  // The default chunk (4 MiB with more ranks than CPUs), the one of a CPU
+  // per rank, and one of no whole number of cache lines (never halved).
+  for (const std::string chunk : {"", "262144", "100000"}) {
     for (int nranks : {2, 3}) {
       SCOPED_TRACE(std::to_string(nranks) + " ranks, chunk " + (chunk.empty() ? "default" : chunk));
       auto outcomes = runRanks(nranks, [&chunk](const RankContext& ctx) {

@@ -244,15 +244,21 @@ TEST_F(ConfigEnv, SharedMemoryChunk) {
   Config c;
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{256} << 10);
+  EXPECT_FALSE(c.shmChunkBytesSet);  // the node's leader picks it (SharedMemoryNode::defaultChunkBytes)
   EXPECT_EQ(c.shmSingleCopyBytes, 0u);  // measured slower than two copies on the reference machine
   setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "4M", 1);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "1M", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{1} << 20);
+  EXPECT_TRUE(c.shmChunkBytesSet);
   EXPECT_EQ(c.shmSingleCopyBytes, size_t{4} << 20);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "5000", 1);  // whole cache lines
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{4992});
+  setenv("FAIRWAY_SHM_CHUNK_BYTES", "auto", 1);  // the leader's pick again
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_FALSE(c.shmChunkBytesSet);
+  EXPECT_EQ(c.shmChunkBytes, size_t{256} << 10);
   for (const char* bad : {"1K", "65M", "lots"}) {
     setenv("FAIRWAY_SHM_CHUNK_BYTES", bad, 1);
     const Status st = Config::fromEnvironment(&c);

@@ -69,5 +69,20 @@ TEST(ShmSegment, SizeGrowsWithRanksAndChunks) {
   EXPECT_EQ(eight % 4096, 0u);
 }
 
+// With a CPU per rank the chunk keeps a round in the caches; with more
+// ranks than CPUs rounds of about 16 MiB in all (each hand-over waits for
+// the scheduler), each rank's chunk 256 KiB to 4 MiB, whole cache lines.
+TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
+  constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
+  for (int ranks : {2, 4, 8, 64}) EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(ranks, false), 256 * kKiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(2, true), 4 * kMiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(3, true), 4 * kMiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(4, true), 4 * kMiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(8, true), 2 * kMiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(12, true), (16 * kMiB / 12) & ~size_t{63});
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(64, true), 256 * kKiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(1000, true), 256 * kKiB);
+}
+
 }  // namespace
 }  // namespace fairway
