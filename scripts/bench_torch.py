@@ -12,7 +12,7 @@ no form measures only the steps). Sizes and busbw as nccl-tests: the size is the
 gather/scatter buffer, one message of send/recv), busbw = size / time x
 the collective's factor.
 
-    .venv/bin/python scripts/bench_torch.py --ranks 2 4 --runs 3 [--out docs/torch_bench.md]
+    .venv/bin/python scripts/bench_torch.py --ranks 2 4 --runs 3 [--out docs/data/torch_collectives.md]
 
 A third reference isolates the torch layer: the same collective through
 Fairway's C API (ctypes, on a communicator of its own) in the same
