@@ -27,13 +27,17 @@ struct CompressionRule {
 // A variable's value by name, nullptr when unset: getenv, or a table in tests.
 using VariableLookup = std::function<const char*(const char*)>;
 
+// The node segment's chunk with a CPU per rank: a round's copies stay in the caches.
+inline constexpr size_t kShmChunkBytesPerCpu = 256 * 1024;
+
 struct Config {
   int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
   std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx|nccl, every level
   std::string intraTransport = "auto"; // FAIRWAY_INTRA_TRANSPORT: auto|ucx|nccl, inside a node
                                        // (ucx: no shared-memory segment for host buffers either)
-  size_t shmChunkBytes = 256 * 1024;   // FAIRWAY_SHM_CHUNK_BYTES: each local rank's round in the node's segment
-  bool shmChunkBytesSet = false;       // given by the variable (else the node's leader picks it: shm_chunk.h)
+  size_t shmChunkBytes = kShmChunkBytesPerCpu;  // FAIRWAY_SHM_CHUNK_BYTES: each local rank's round in the node's segment
+  bool shmChunkBytesSet = false;       // given by the variable (else the node's leader picks it:
+                                       // SharedMemoryNode::defaultChunkBytes)
   size_t shmSingleCopyBytes = 0;       // FAIRWAY_SHM_SINGLE_COPY_BYTES: allgather blocks and broadcasts
                                        // of this size and more read in place (0: never; see DESIGN.md)
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes

@@ -111,7 +111,7 @@ Handler sharedMemoryChunk() {
   auto show = std::move(handler.show);
   handler.apply = [parse](const std::string& name, const char* text, Config* c) {
     if (std::string(text) == "auto") {
-      c->shmChunkBytes = Config().shmChunkBytes;
+      c->shmChunkBytes = kShmChunkBytesPerCpu;
       c->shmChunkBytesSet = false;
       return Status::ok();
     }
@@ -256,10 +256,10 @@ std::vector<ConfigVariable> makeTable() {
         "in the node's shared memory); 0: sleep at once",
         integer(0, 10000000, [](auto& c) -> auto& { return c.spinMicros; })),
     configVariable("FAIRWAY_WAIT", "adaptive",
-        "how waits spend the cores: `adaptive` (spin only while the wait is likely to end soon, up to "
-        "200 us, and give the core back at once when the scheduler shows another thread or process "
-        "wants it; with more ranks than CPUs, waits yield for FAIRWAY_SPIN_US), `spin` (every wait spins "
-        "for FAIRWAY_SPIN_US before sleeping: for ranks that each own a core)",
+        "how waits spend the cores: `adaptive` (spin only while the wait is likely to end soon, four "
+        "times the communicator's typical wait, and give the core back at once when the scheduler shows "
+        "another thread or process wants it; with more ranks than CPUs, waits yield for FAIRWAY_SPIN_US), "
+        "`spin` (every wait spins for FAIRWAY_SPIN_US before sleeping: for ranks that each own a core)",
         choice({"adaptive", "spin"}, [](auto& c) -> auto& { return c.waitPolicy; })),
     configVariable("FAIRWAY_COMM_ID", "",
         "host:port of the bootstrap root for launcher-started jobs",

@@ -51,23 +51,14 @@ WaitPolicy::WaitPolicy(WaitMode mode, int64_t spinMicros, bool oversubscribed, C
       contention_(contention),
       typicalNs_(std::chrono::nanoseconds(kMinSpin).count() / 4) {}
 
-WaitPolicy::Clock::duration WaitPolicy::spinBudget(Clock::time_point now, bool* yield) const {
-  *yield = false;
-  if (mode_ == WaitMode::Spin) {
-    *yield = oversubscribed_;
-    return maxSpin_;
-  }
-  // A contended core is not yielded between polls: sched_yield hands it to
-  // the other thread for the rest of that thread's time slice (milliseconds
-  // beside a busy process), while a sleeping waiter that its peer wakes
-  // preempts such a thread at once.
+WaitPolicy::Clock::duration WaitPolicy::spinBudget(Clock::time_point now) const {
+  if (mode_ == WaitMode::Spin) return maxSpin_;
+  // Contended: spin briefly, then sleep; a sleeper its peer wakes preempts
+  // the thread that wanted the core.
   if (contention_.wanted(now)) return std::min<Clock::duration>(kMinSpin, maxSpin_);
-  if (oversubscribed_) {
-    // The ranks hand each other the cores through their yields; sleeping
-    // would cost a wake-up each time instead.
-    *yield = true;
-    return maxSpin_;
-  }
+  // The ranks hand each other the cores through their yields; sleeping
+  // would cost a wake-up each time instead.
+  if (oversubscribed_) return maxSpin_;
   const auto typical = std::chrono::nanoseconds(typicalNs_.load(std::memory_order_relaxed));
   if (4 * typical > maxSpin_) return std::min<Clock::duration>(kMinSpin, maxSpin_);
   return std::min<Clock::duration>(std::max<Clock::duration>(4 * typical, kMinSpin), maxSpin_);
@@ -79,7 +70,7 @@ void WaitPolicy::record(Clock::duration waited) {
   typicalNs_.store(typical + (ns - typical) / 8, std::memory_order_relaxed);
 }
 
-void SpinningWait::idle() const { idlePoll(yield_ || policy_.oversubscribed()); }
+void SpinningWait::idle() const { idlePoll(policy_.oversubscribed()); }
 
 bool SpinningWait::keepSpinning(WaitPolicy::Clock::time_point now) {
   if (stopped_) return false;
@@ -87,7 +78,7 @@ bool SpinningWait::keepSpinning(WaitPolicy::Clock::time_point now) {
     started_ = true;
     start_ = lastLook_ = now;
     looks_ = 0;
-    budget_ = policy_.spinBudget(now, &yield_);
+    budget_ = policy_.spinBudget(now);
     const bool spinning = budget_ > WaitPolicy::Clock::duration::zero();
     // Oversubscribed, the ranks preempt each other all the time: only a
     // long gap (a yield that handed the core to a thread that kept it for

@@ -19,10 +19,11 @@
 //    two looks at the clock) stops spinning at once, and for 20 ms
 //    afterwards every wait in the process spins at most kMinSpin before it
 //    sleeps: another thread of the job (a training step's compute, a data
-//    loader) or another process was ready to run there. It does not yield
-//    between polls: sched_yield would hand the core to that thread for the
-//    rest of its time slice (milliseconds), where a sleeper its peer wakes
-//    preempts it at once.
+//    loader) or another process was ready to run there. With a CPU per
+//    rank its polls do not yield: sched_yield would hand the core to that
+//    thread for the rest of its time slice (milliseconds), where a sleeper
+//    its peer wakes preempts it at once. (With more ranks than CPUs every
+//    poll yields, contended or not: below.)
 //  - When the host runs more ranks than CPUs, every wait yields the core
 //    between polls for up to FAIRWAY_SPIN_US: the ranks hand each other
 //    the cores through their yields, where sleeping would cost each
@@ -31,7 +32,7 @@
 //    preempt each other all the time, so only a long gap between two
 //    looks (a yield that handed the core to a thread that kept it for its
 //    time slice: a busy process, a rank computing) counts as contention,
-//    after which waits spin briefly and sleep as above.
+//    after which waits spin briefly, still yielding, and sleep.
 // FAIRWAY_WAIT=spin, for ranks that each own a core: every wait spins for
 // FAIRWAY_SPIN_US before blocking, whatever else wants the core.
 // FAIRWAY_SPIN_US caps the spin either way (0: block at once).
@@ -74,9 +75,9 @@ class WaitPolicy {
   WaitPolicy(WaitMode mode, int64_t spinMicros, bool oversubscribed,
              ContentionWatch& contention = ContentionWatch::process());
 
-  // What a wait that has begun to read the clock spins for, and whether
-  // its empty polls yield the core.
-  Clock::duration spinBudget(Clock::time_point now, bool* yield) const;
+  // What a wait that has begun to read the clock spins for. Its empty
+  // polls yield the core exactly when the host is oversubscribed.
+  Clock::duration spinBudget(Clock::time_point now) const;
   // A wait that read the clock ended, after `waited` from its first look.
   void record(Clock::duration waited);
   // A spinning thread was preempted at now: the cores are wanted.
@@ -120,7 +121,6 @@ class SpinningWait {
   WaitPolicy& policy_;
   bool started_ = false;
   bool stopped_ = false;  // spinning is over for this wait (it blocks from now on)
-  bool yield_ = false;
   bool gapsCount_ = false;  // a gap between looks means preemption (watched)
   unsigned looks_ = 0;
   long switches_ = 0;

@@ -23,13 +23,11 @@ TEST(WaitPolicy, WaitsSpinForAFewTimesTheirTypicalLength) {
   ContentionWatch quiet;
   WaitPolicy policy(WaitMode::Adaptive, 2000, false, quiet);
   for (int i = 0; i < 64; ++i) policy.record(microseconds(30));
-  bool yield = true;
-  EXPECT_NEAR(us(policy.spinBudget(Clock::now(), &yield)), 120, 1);
-  EXPECT_FALSE(yield);
+  EXPECT_NEAR(us(policy.spinBudget(Clock::now())), 120, 1);
   for (int i = 0; i < 64; ++i) policy.record(microseconds(2));
-  EXPECT_EQ(policy.spinBudget(Clock::now(), &yield), WaitPolicy::kMinSpin) << "never below the cost of sleeping";
+  EXPECT_EQ(policy.spinBudget(Clock::now()), WaitPolicy::kMinSpin) << "never below the cost of sleeping";
   for (int i = 0; i < 64; ++i) policy.record(microseconds(300));
-  EXPECT_NEAR(us(policy.spinBudget(Clock::now(), &yield)), 1200, 1);
+  EXPECT_NEAR(us(policy.spinBudget(Clock::now())), 1200, 1);
 }
 
 TEST(WaitPolicy, WaitsLikelyToOutlastTheWindowSleepSoon) {
@@ -37,49 +35,42 @@ TEST(WaitPolicy, WaitsLikelyToOutlastTheWindowSleepSoon) {
   WaitPolicy policy(WaitMode::Adaptive, 2000, false, quiet);
   for (int i = 0; i < 64; ++i) policy.record(microseconds(20));
   for (int i = 0; i < 16; ++i) policy.record(std::chrono::milliseconds(3));  // a peer computing between calls
-  bool yield = true;
-  EXPECT_EQ(policy.spinBudget(Clock::now(), &yield), WaitPolicy::kMinSpin);
+  EXPECT_EQ(policy.spinBudget(Clock::now()), WaitPolicy::kMinSpin);
   for (int i = 0; i < 32; ++i) policy.record(microseconds(20));
-  const double again = us(policy.spinBudget(Clock::now(), &yield));
+  const double again = us(policy.spinBudget(Clock::now()));
   EXPECT_GT(again, 80) << "short again: spins again";
   EXPECT_LT(again, 400);
 }
 
 TEST(WaitPolicy, SpinUsCapsEveryBudgetAndSpinModeOrOversubscriptionAlwaysTakesIt) {
-  bool yield = true;
   ContentionWatch wanted;
   wanted.saw(Clock::now());
   WaitPolicy none(WaitMode::Adaptive, 0, false);
-  EXPECT_EQ(none.spinBudget(Clock::now(), &yield), Clock::duration::zero());
+  EXPECT_EQ(none.spinBudget(Clock::now()), Clock::duration::zero());
   WaitPolicy little(WaitMode::Adaptive, 20, false);
-  EXPECT_EQ(little.spinBudget(Clock::now(), &yield), microseconds(20)) << "below the least spin: the cap wins";
+  EXPECT_EQ(little.spinBudget(Clock::now()), microseconds(20)) << "below the least spin: the cap wins";
   WaitPolicy dedicated(WaitMode::Spin, 2000, false, wanted);
   for (int i = 0; i < 64; ++i) dedicated.record(std::chrono::milliseconds(3));
-  EXPECT_EQ(dedicated.spinBudget(Clock::now(), &yield), microseconds(2000)) << "whatever the history and contention";
-  EXPECT_FALSE(yield);
+  EXPECT_EQ(dedicated.spinBudget(Clock::now()), microseconds(2000)) << "whatever the history and contention";
   ContentionWatch quiet;
   WaitPolicy oversubscribed(WaitMode::Adaptive, 2000, true, quiet);
   for (int i = 0; i < 64; ++i) oversubscribed.record(std::chrono::milliseconds(3));
-  EXPECT_EQ(oversubscribed.spinBudget(Clock::now(), &yield), microseconds(2000))
+  EXPECT_EQ(oversubscribed.spinBudget(Clock::now()), microseconds(2000))
       << "more ranks than CPUs: the ranks yield to each other for the whole window";
-  EXPECT_TRUE(yield);
   WaitPolicy busyNeighbours(WaitMode::Adaptive, 2000, true, wanted);
-  EXPECT_EQ(busyNeighbours.spinBudget(Clock::now(), &yield), WaitPolicy::kMinSpin)
+  EXPECT_EQ(busyNeighbours.spinBudget(Clock::now()), WaitPolicy::kMinSpin)
       << "unless something that keeps the core for its time slice wants it";
-  EXPECT_FALSE(yield);
 }
 
-TEST(WaitPolicy, ContentionMakesWaitsSpinBrieflyWithoutYielding) {
+TEST(WaitPolicy, ContentionMakesWaitsSpinBriefly) {
   ContentionWatch watch;
   WaitPolicy policy(WaitMode::Adaptive, 2000, false, watch);
   for (int i = 0; i < 64; ++i) policy.record(microseconds(40));
   const Clock::time_point at = Clock::now();
   policy.sawContention(at);
-  bool yield = false;
-  EXPECT_EQ(policy.spinBudget(at + microseconds(10), &yield), WaitPolicy::kMinSpin);
-  EXPECT_FALSE(yield) << "a yield would hand the core over for a whole time slice";
-  EXPECT_NEAR(us(policy.spinBudget(at + ContentionWatch::kContendedFor + microseconds(1), &yield)), 160, 1);
-  EXPECT_FALSE(yield) << "contention is forgotten after a while";
+  EXPECT_EQ(policy.spinBudget(at + microseconds(10)), WaitPolicy::kMinSpin);
+  EXPECT_NEAR(us(policy.spinBudget(at + ContentionWatch::kContendedFor + microseconds(1))), 160, 1)
+      << "contention is forgotten after a while";
 }
 
 // A wait that spins on a CPU where another thread is ready to run is

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "algorithms/context.h"
+#include "core/config.h"
 #include "core/copy_kernels.h"
 #include "p2p/idle_poll.h"
 #include "providers/shm/shm_copy.h"
@@ -56,8 +57,7 @@ size_t controlBytesFor(int ranks, size_t headerBytes, size_t controlBytes) {
 
 }  // namespace
 
-// With a CPU per rank, 256 KiB: a round's copies stay in the caches.
-// With more ranks than CPUs every hand-over between ranks waits for the
+// With a CPU per rank, kShmChunkBytesPerCpu (256 KiB). With more ranks than CPUs every hand-over between ranks waits for the
 // scheduler to run the peer, which beside busy processes takes a time
 // slice (1.5-3 ms here) whatever the round holds: a collective then costs
 // about its rounds times that, so rounds are made few. 4 ranks on 2 cores
@@ -67,10 +67,9 @@ size_t controlBytesFor(int ranks, size_t headerBytes, size_t controlBytes) {
 // measured the same or faster (4 and 8 ranks on 2 cores, 64 KiB-64 MiB).
 // The cap keeps the segment of a split to 4 chunks a rank.
 size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
-  constexpr size_t kChunk = size_t{256} << 10;
-  if (!oversubscribed || ranks < 1) return kChunk;
+  if (!oversubscribed || ranks < 1) return kShmChunkBytesPerCpu;
   constexpr size_t kRoundBytes = size_t{16} << 20, kMostChunk = size_t{4} << 20;
-  return std::clamp(kRoundBytes / static_cast<size_t>(ranks), kChunk, kMostChunk) & ~size_t{63};
+  return std::clamp(kRoundBytes / static_cast<size_t>(ranks), kShmChunkBytesPerCpu, kMostChunk) & ~size_t{63};
 }
 
 size_t SharedMemoryNode::segmentBytes(int ranks, size_t chunkBytes) {
