@@ -116,6 +116,48 @@ TEST(Waiting, ARankWaitingForALatePeerLeavesItsCoreToTheJob) {
   });
 }
 
+// A non-blocking collective runs while its caller computes and makes no
+// call into Fairway: posting rings the doorbell, which wakes the worker
+// (comm/executor.h). Rank 0 posts and then spins for 2 s (each of its
+// CPUs busy, so the doorbell's SCHED_IDLE class must still get its turn);
+// rank 1's blocking allreduce with it must end long before that.
+TEST(Waiting, ANonBlockingCollectiveRunsWhileItsCallerComputes) {
+  runWithComm(2, false, [](const RankContext& ctx, fwComm_t comm) {
+    int failures = 0;
+    std::vector<float> in(1 << 12, 1.0f), out(in.size(), 0.0f);
+    fwRequest_t request;
+    // The worker exists and sleeps: a first non-blocking call started it.
+    RANK_CHECK(ctx, fwIallReduce(in.data(), out.data(), 1, fwFloat32, fwSum, comm, &request) == fwSuccess, "first");
+    RANK_CHECK(ctx, fwWait(request) == fwSuccess, "first wait");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto kComputing = std::chrono::seconds(2);
+    if (ctx.rank == 0) {
+      RANK_CHECK(ctx, fwIallReduce(in.data(), out.data(), in.size(), fwFloat32, fwSum, comm, &request) == fwSuccess,
+                 "iallreduce");
+      std::atomic<bool> stop{false};
+      std::thread other([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+      });
+      const Clock::time_point until = Clock::now() + kComputing;
+      while (Clock::now() < until) {
+      }
+      stop = true;
+      other.join();
+      RANK_CHECK(ctx, fwWait(request) == fwSuccess, "wait");
+      RANK_CHECK(ctx, out.back() == 2.0f, "sum");
+    } else {
+      const Clock::time_point start = Clock::now();
+      RANK_CHECK(ctx, fwAllReduce(in.data(), out.data(), in.size(), fwFloat32, fwSum, comm, nullptr) == fwSuccess,
+                 "allreduce");
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      std::fprintf(stderr, "allreduce with a computing peer's non-blocking one: %.4f s\n", seconds);
+      RANK_CHECK(ctx, seconds < 1.0, "took " + std::to_string(seconds) + " s: the peer's collective waited for its wait");
+    }
+    return failures;
+  });
+}
+
 // Nanoseconds each thread of this process has run so far, by thread id.
 std::map<std::string, uint64_t> threadCpuNanos() {
   std::map<std::string, uint64_t> ran;
