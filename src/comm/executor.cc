@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 namespace fairway {
 
 bool AsyncOperation::isDone() {
@@ -54,18 +56,22 @@ std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
   auto operation = std::make_shared<AsyncOperation>();
   operation->executor_ = this;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!worker_.joinable()) {
-    worker_ = std::thread([this] { workerLoop(); });
-    doorbell_ = std::thread([this] { doorbellLoop(); });
-  }
-  queue_.push_back(Job{std::move(fn), operation, std::chrono::steady_clock::now()});
+  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  const bool lazy = wakingPostsLeft_ == 0;
+  queue_.push_back(Job{std::move(fn), operation, std::chrono::steady_clock::now(), lazy});
   state_.fetch_add(kPending);
-  rung_ = true;
-  ring_.notify_one();
+  if (lazy) {
+    if (!doorbell_.joinable()) doorbell_ = std::thread([this] { doorbellLoop(); });
+    rung_ = true;
+    ring_.notify_one();
+  } else {
+    --wakingPostsLeft_;
+    work_.notify_one();
+  }
   return operation;
 }
 
-void Executor::runFront(std::unique_lock<std::mutex>& lock) {
+void Executor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker) {
   Job job = std::move(queue_.front());
   queue_.pop_front();
   state_.fetch_sub(kPending - kRunning);  // queued, now running
@@ -73,6 +79,11 @@ void Executor::runFront(std::unique_lock<std::mutex>& lock) {
   Status result = job.fn();
   job.operation->complete(std::move(result));
   lock.lock();
+  if (job.lazy) {
+    // A lazy post the worker had to run: its caller did not wait at once.
+    lazyMisses_ = onWorker ? std::min(lazyMisses_ + 1, kMostLazyMisses) : 0;
+    if (onWorker) wakingPostsLeft_ = kWakingPostsAfterAMiss << (lazyMisses_ - 1);
+  }
   state_.fetch_sub(kRunning);
   idle_.notify_all();
 }
@@ -93,7 +104,7 @@ void Executor::runQueuedUpTo(const AsyncOperation* operation) {
       continue;
     }
     const bool ours = queue_.front().operation.get() == operation;
-    runFront(lock);
+    runFront(lock, false);
     if (ours) break;
   }
   if (!queue_.empty() && !running()) work_.notify_one();  // the worker takes the rest
@@ -106,7 +117,7 @@ void Executor::beginRunAfterOthers() {
     if (running()) {
       idle_.wait(lock);
     } else if (!queue_.empty()) {
-      runFront(lock);  // what was queued before this call runs first, here if nothing has started it
+      runFront(lock, false);  // what was queued before this call runs first, here if nothing has started it
     } else {
       break;
     }
@@ -121,6 +132,11 @@ void Executor::endRun() {
   if (!queue_.empty()) work_.notify_one();  // a job queued meanwhile can start now
 }
 
+int Executor::postsWakingTheWorker() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return wakingPostsLeft_;
+}
+
 void Executor::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   state_.fetch_add(kPending);
@@ -128,7 +144,7 @@ void Executor::drain() {
     if (running()) {
       idle_.wait(lock);
     } else if (!queue_.empty()) {
-      runFront(lock);
+      runFront(lock, false);
     } else {
       break;
     }
@@ -163,7 +179,7 @@ void Executor::workerLoop() {
   for (;;) {
     work_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running()); });
     if (queue_.empty()) return;  // stopping, nothing left
-    runFront(lock);
+    runFront(lock, true);
   }
 }
 

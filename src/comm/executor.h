@@ -10,18 +10,24 @@
 // async_op=True) then runs it itself, with no hand-off to the worker and
 // back.
 //
-// Posting does not wake the worker itself: it rings a doorbell, a thread
-// at the lowest scheduling class (SCHED_IDLE) that wakes the worker for a
-// job nobody has claimed within kWaiterGrace. Waking a thread of normal
-// priority at every post costs the poster the wake-up and puts a thread on
-// a core the job's ranks are using, which preempts one of them (2-rank
-// 8 B-32 KiB async_op=True allreduce through torch, unpinned on 2 cores:
-// 16-27 us with the worker woken at every post, 10-17 with the doorbell;
-// blocking 8-15). The doorbell only ever runs for microseconds, so it is
-// never starved (it runs within tens of microseconds of its ring even with
-// two busy threads per core), while the worker keeps normal priority for
-// the collective itself, which a SCHED_IDLE thread could not leave
-// without CAP_SYS_NICE.
+// How a post gets the worker going depends on what its callers do. A
+// lazy post does not wake the worker: it rings a doorbell, a thread at the
+// lowest scheduling class (SCHED_IDLE) that wakes the worker for a job
+// nobody has claimed within kWaiterGrace. Waking a thread of normal
+// priority at every post costs the poster the wake-up and puts a thread
+// on a core the job's ranks are using, preempting one of them (2-rank
+// 8 B-32 KiB async_op=True allreduce through torch, waited for at once,
+// unpinned on 2 cores: 16-27 us with the worker woken at every post,
+// 10-17 with lazy posts; blocking 8-15). Posts are lazy while their
+// callers claim them; after a lazy post the worker had to run, the next
+// posts wake the worker at once (kWakingPostsAfterAMiss, doubling with
+// each miss in a row): the doorbell's class gets a core late when other
+// processes keep every core busy (a peer's allreduce waited a median
+// 7-13 ms instead of 3-4 for a rank computing 20 ms beside two busy
+// processes with every post lazy), and a job nobody waits for at once
+// (DDP's buckets, overlapping the backward pass) must start at once. The
+// worker keeps normal priority: a SCHED_IDLE thread running a collective
+// would starve, and could not leave that class without CAP_SYS_NICE.
 #pragma once
 
 #include <atomic>
@@ -95,26 +101,37 @@ class Executor {
   // Waits until the queue is empty and nothing runs (running what nothing
   // has started).
   void drain();
+  // How many coming posts wake the worker at once before the next lazy
+  // one (0: the next post is lazy).
+  int postsWakingTheWorker();
+
+  // How long the doorbell leaves a lazily posted job to its caller (a
+  // Python caller's wait() comes 2-5 us after its post) before waking the
+  // worker.
+  static constexpr std::chrono::microseconds kWaiterGrace{20};
+  // After a lazy post the worker had to run, this many posts wake the
+  // worker before the next lazy one, doubling with each such miss in a
+  // row up to 2^(kMostLazyMisses-1) times: a job whose posts are not
+  // waited for at once (DDP's) then has about one post in a thousand
+  // started by the doorbell.
+  static constexpr int kWakingPostsAfterAMiss = 8;
+  static constexpr int kMostLazyMisses = 8;
 
  private:
   struct Job {
     std::function<Status()> fn;
     std::shared_ptr<AsyncOperation> operation;
     std::chrono::steady_clock::time_point queued;
+    bool lazy;  // posted with the doorbell rung, the worker not woken
   };
-  // How long the doorbell leaves a queued job to a caller who may wait for
-  // it at once (a Python caller's wait() comes 2-5 us after the post),
-  // before waking the worker. A job its caller does not wait for starts
-  // this much later, which overlapped work does not notice.
-  static constexpr std::chrono::microseconds kWaiterGrace{20};
   friend class AsyncOperation;
   // While operation is still queued, runs the queued jobs up to and
   // including it on this thread whenever nothing else runs one; returns
   // once it is not queued (done, or taken by the worker).
   void runQueuedUpTo(const AsyncOperation* operation);
   // Under lock, with nothing running and a job queued: runs the front job
-  // on this thread (lock released meanwhile).
-  void runFront(std::unique_lock<std::mutex>& lock);
+  // on this thread (lock released meanwhile); onWorker: this is the worker.
+  void runFront(std::unique_lock<std::mutex>& lock, bool onWorker);
   void workerLoop();
   // Sleeps until rung (a job was queued), gives the caller kWaiterGrace to
   // claim it, then wakes the worker if nobody has.
@@ -141,6 +158,10 @@ class Executor {
   std::condition_variable ring_;
   bool rung_ = false;  // under mutex_: a job was queued since the doorbell last looked
   std::thread doorbell_;
+  // Under mutex_: lazy posts in a row that the worker had to run, and the
+  // posts still to wake the worker before the next lazy one.
+  int lazyMisses_ = 0;
+  int wakingPostsLeft_ = 0;
 };
 
 }  // namespace fairway
