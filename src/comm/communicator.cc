@@ -184,7 +184,7 @@ Status Communicator::startReserved(uint32_t collectives, std::function<Status(ui
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   const uint32_t first = nextSequence_;
   nextSequence_ += collectives;
-  executor_.submit([fn = std::move(fn), first] { return fn(first); });
+  executor_.submit([fn = std::move(fn), first] { return fn(first); }, /*callerMayWait=*/false);
   return Status::ok();
 }
 

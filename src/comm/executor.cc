@@ -52,12 +52,12 @@ Executor::~Executor() {
   if (doorbell_.joinable()) doorbell_.join();
 }
 
-std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
+std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn, bool callerMayWait) {
   auto operation = std::make_shared<AsyncOperation>();
   operation->executor_ = this;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
-  const bool lazy = wakingPostsLeft_ == 0;
+  const bool lazy = callerMayWait && wakingPostsLeft_ == 0;
   queue_.push_back(Job{std::move(fn), operation, std::chrono::steady_clock::now(), lazy});
   state_.fetch_add(kPending);
   if (lazy) {
@@ -65,7 +65,7 @@ std::shared_ptr<AsyncOperation> Executor::submit(std::function<Status()> fn) {
     rung_ = true;
     ring_.notify_one();
   } else {
-    --wakingPostsLeft_;
+    if (callerMayWait) --wakingPostsLeft_;
     work_.notify_one();
   }
   return operation;

@@ -96,8 +96,10 @@ class Executor {
     return result;
   }
 
-  // Queues fn for the worker thread.
-  std::shared_ptr<AsyncOperation> submit(std::function<Status()> fn);
+  // Queues fn for the worker thread. callerMayWait: whether a caller may
+  // wait for this job itself (a request it holds); jobs nobody holds
+  // (a device call's host side) always wake the worker.
+  std::shared_ptr<AsyncOperation> submit(std::function<Status()> fn, bool callerMayWait = true);
   // Waits until the queue is empty and nothing runs (running what nothing
   // has started).
   void drain();
