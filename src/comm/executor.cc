@@ -77,13 +77,16 @@ void Executor::runFront(std::unique_lock<std::mutex>& lock, bool onWorker) {
   state_.fetch_sub(kPending - kRunning);  // queued, now running
   lock.unlock();
   Status result = job.fn();
-  job.operation->complete(std::move(result));
-  lock.lock();
   if (job.lazy) {
+    // Before the operation completes, so whoever sees it done sees this.
     // A lazy post the worker had to run: its caller did not wait at once.
+    lock.lock();
     lazyMisses_ = onWorker ? std::min(lazyMisses_ + 1, kMostLazyMisses) : 0;
     if (onWorker) wakingPostsLeft_ = kWakingPostsAfterAMiss << (lazyMisses_ - 1);
+    lock.unlock();
   }
+  job.operation->complete(std::move(result));
+  lock.lock();
   state_.fetch_sub(kRunning);
   idle_.notify_all();
 }
