@@ -152,7 +152,8 @@ TEST(Waiting, ANonBlockingCollectiveRunsWhileItsCallerComputes) {
                  "allreduce");
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       std::fprintf(stderr, "allreduce with a computing peer's non-blocking one: %.4f s\n", seconds);
-      RANK_CHECK(ctx, seconds < 1.0, "took " + std::to_string(seconds) + " s: the peer's collective waited for its wait");
+      RANK_CHECK(ctx, seconds < 1.0,
+                 "took " + std::to_string(seconds) + " s: the peer's collective waited for its wait");
     }
     return failures;
   });

@@ -57,7 +57,11 @@ size_t controlBytesFor(int ranks, size_t headerBytes, size_t controlBytes) {
 
 }  // namespace
 
-// With a CPU per rank, kShmChunkBytesPerCpu (256 KiB). With more ranks than CPUs every hand-over between ranks waits for the
+// With a CPU per rank, kShmChunkBytesPerCpu (256 KiB); beside busy
+// processes those rounds cost a 2-rank DDP step about a tenth against
+// gloo, where rounds of 1 MiB ran it 1.2x gloo's speed with quiet busbw
+// within 3% (docs/torch_bench.md): the round is not yet chosen by load.
+// With more ranks than CPUs every hand-over between ranks waits for the
 // scheduler to run the peer, which beside busy processes takes a time
 // slice (1.5-3 ms here) whatever the round holds: a collective then costs
 // about its rounds times that, so rounds are made few. 4 ranks on 2 cores
