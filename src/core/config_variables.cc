@@ -182,9 +182,10 @@ std::vector<ConfigVariable> makeTable() {
         choice({"auto", "ucx", "nccl"}, [](auto& c) -> auto& { return c.intraTransport; })),
     configVariable("FAIRWAY_SHM_CHUNK_BYTES", "auto",
         "each local rank's share of one round in the node's shared-memory segment (4K to 64M); `auto`: "
-        "256K, or with more ranks on the host than CPUs rounds of about 16M in all (each rank's share "
-        "256K to 4M: every hand-over between ranks then waits for the scheduler); the segment holds four "
-        "per rank (two rounds in flight): 2.6 MB for 4 ranks at 256K, 42 MB at 4M",
+        "rounds of about 2M in all (each rank's share 256K to 1M: few hand-overs, a round still in the "
+        "caches), or with more ranks on the host than CPUs about 16M in all (each rank's share 256K to 4M: "
+        "every hand-over between ranks then waits for the scheduler); the segment holds four per rank (two "
+        "rounds in flight): 6.3 MB for 2 ranks at 1M, 42 MB for 4 at 4M",
         sharedMemoryChunk()),
     configVariable("FAIRWAY_SHM_SINGLE_COPY_BYTES", "0",
         "allgather blocks and broadcasts of at least this size read the owner's buffer in place "

@@ -38,9 +38,14 @@ void checkRandomRounds(size_t chunkBytes, bool walk, unsigned seed, int rounds) 
       default: bytes = random() % 200; break;  // small rounds, 0 included
     }
     bytes = std::min(bytes, chunkBytes);  // a round holds at most a chunk
-    const size_t at = ring.place(bytes);
+    // Spans from one unit to the whole ring, whole or not a power of two.
+    const size_t spans[] = {RoundRing::kWholeRing, RoundRing::kNearSpanBytes, chunkBytes / 2, 3 * chunkBytes / 4,
+                            chunkBytes, 2 * chunkBytes, 4096};
+    const size_t span = spans[random() % 7];
+    const size_t at = ring.place(bytes, span);
     const Region region{at, bytes == 0 ? 0 : bytes + RoundRing::kSlackBytes};
-    SCOPED_TRACE("chunk " + std::to_string(chunkBytes) + (walk ? ", walking" : "") + ", round " +
+    SCOPED_TRACE("chunk " + std::to_string(chunkBytes) + (walk ? ", walking" : "") + ", span " +
+                 std::to_string(span) + ", round " +
                  std::to_string(g) + ": " + std::to_string(bytes) + " bytes at " + std::to_string(at) +
                  ", the last round's " + std::to_string(last.bytes) + " at " + std::to_string(last.at));
     ASSERT_EQ(ring.at(), at);
@@ -65,7 +70,7 @@ TEST(RoundRing, ConsecutiveRoundsNeverOverlapAndStayInside) {
 // (the smallest slot) before it.
 void expectPlaces(RoundRing& ring, size_t unit, std::initializer_list<std::pair<size_t, size_t>> rounds) {
   for (const auto& [bytes, at] : rounds) {
-    EXPECT_EQ(ring.place(bytes), at + RoundRing::kSlackBytes * (at / unit)) << bytes << " bytes";
+    EXPECT_EQ(ring.place(bytes, RoundRing::kWholeRing), at + RoundRing::kSlackBytes * (at / unit)) << bytes << " bytes";
   }
 }
 // The smallest slot of a walking ring of 256 KiB chunks: 32 KiB, where a
@@ -88,7 +93,7 @@ TEST(RoundRing, FullChunksAlternateBetweenTheHalves) {
 TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
   RoundRing ring(262144, true);
   std::set<size_t> places;
-  for (int g = 0; g < 8; ++g) places.insert(ring.place(65536));
+  for (int g = 0; g < 8; ++g) places.insert(ring.place(65536, RoundRing::kWholeRing));
   // Every second unit: the slack after each shifts a place 128 bytes on.
   EXPECT_EQ(places, (std::set<size_t>{0, 65664, 131328, 196992, 262656, 328320, 393984, 459648}));
   expectPlaces(ring, kWalkingUnit, {
@@ -103,6 +108,25 @@ TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
                          {RoundRing::kWalkFromBytes - 1, 262144},
                          {65536, 327680},
                      });
+}
+
+// Rounds of up to half the span walk only that far; a larger round, or one
+// whose start the last round still holds, goes on as without a span.
+TEST(RoundRing, ASpanKeepsSmallerPiecesNearTheStart) {
+  constexpr size_t kMiB = 1024 * 1024, kUnit = 32768;  // a walking ring of 1 MiB chunks
+  RoundRing ring(kMiB, true);
+  auto placed = [&](size_t bytes, size_t span) { return ring.place(bytes, span) / (kUnit + RoundRing::kSlackBytes) * kUnit; };
+  std::set<size_t> places;
+  for (int g = 0; g < 16; ++g) places.insert(placed(131072, RoundRing::kNearSpanBytes));
+  EXPECT_EQ(places, (std::set<size_t>{0, 131072, 262144, 393216}));
+  EXPECT_EQ(placed(262144, RoundRing::kNearSpanBytes), 0u);  // after 393216: past the span, the start free
+  EXPECT_EQ(placed(262144, RoundRing::kNearSpanBytes), 262144u);
+  EXPECT_EQ(placed(524288, RoundRing::kNearSpanBytes), 524288u);  // more than half the span: not held back
+  EXPECT_EQ(placed(131072, RoundRing::kNearSpanBytes), 0u);
+  EXPECT_EQ(placed(kMiB, RoundRing::kNearSpanBytes), kMiB);
+  // The last round holds the start: the next goes on past it though beyond the span.
+  EXPECT_EQ(placed(kMiB, RoundRing::kNearSpanBytes), 0u);
+  EXPECT_EQ(placed(131072, RoundRing::kNearSpanBytes), kMiB);
 }
 
 // Without walking, every round alternates between the halves.

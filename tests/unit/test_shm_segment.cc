@@ -69,12 +69,16 @@ TEST(ShmSegment, SizeGrowsWithRanksAndChunks) {
   EXPECT_EQ(eight % 4096, 0u);
 }
 
-// With a CPU per rank the chunk keeps a round in the caches; with more
-// ranks than CPUs rounds of about 16 MiB in all (each hand-over waits for
-// the scheduler), each rank's chunk 256 KiB to 4 MiB, whole cache lines.
+// With a CPU per rank rounds of about 2 MiB in all keep a round in the
+// caches, each rank's chunk 256 KiB to 1 MiB; with more ranks than CPUs
+// rounds of about 16 MiB (each hand-over waits for the scheduler), each
+// rank's chunk 256 KiB to 4 MiB; whole cache lines.
 TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
   constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
-  for (int ranks : {2, 4, 8, 64}) EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(ranks, false), 256 * kKiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(2, false), 1 * kMiB);
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(3, false), (2 * kMiB / 3) & ~size_t{63});
+  EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(4, false), 512 * kKiB);
+  for (int ranks : {8, 64}) EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(ranks, false), 256 * kKiB);
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(2, true), 4 * kMiB);
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(3, true), 4 * kMiB);
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(4, true), 4 * kMiB);

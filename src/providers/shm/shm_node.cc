@@ -57,10 +57,14 @@ size_t controlBytesFor(int ranks, size_t headerBytes, size_t controlBytes) {
 
 }  // namespace
 
-// With a CPU per rank, kShmChunkBytesPerCpu (256 KiB); beside busy
-// processes those rounds cost a 2-rank DDP step about a tenth against
-// gloo, where rounds of 1 MiB ran it 1.2x gloo's speed with quiet busbw
-// within 3% (docs/torch_bench.md): the round is not yet chosen by load.
+// With a CPU per rank, rounds of about 2 MiB in all, each rank's chunk
+// 256 KiB (kShmChunkBytesPerCpu) to 1 MiB: a round's copies stay in the
+// caches (4 MiB of L2 a core on the reference machine) and a collective
+// takes few hand-overs. Each hand-over waits for the peer to be run; on
+// quiet cores that is a cache line's trip, beside busy processes a
+// scheduler's decision, so beside them a 2-rank DDP step in rounds of 256
+// KiB ran about 0.9x gloo's speed and in rounds of 1 MiB 1.2x, with quiet
+// busbw within 3% (docs/torch_bench.md).
 // With more ranks than CPUs every hand-over between ranks waits for the
 // scheduler to run the peer, which beside busy processes takes a time
 // slice (1.5-3 ms here) whatever the round holds: a collective then costs
@@ -69,11 +73,12 @@ size_t controlBytesFor(int ranks, size_t headerBytes, size_t controlBytes) {
 // KiB a rank, 8 ms in one round of 4 MiB a rank (gloo: 17.6 ms); a DDP
 // step 0.40 to 1.18 times gloo's speed. On quiet cores the larger rounds
 // measured the same or faster (4 and 8 ranks on 2 cores, 64 KiB-64 MiB).
-// The cap keeps the segment of a split to 4 chunks a rank.
+// The caps keep the segment of a split to 4 chunks a rank.
 size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
-  if (!oversubscribed || ranks < 1) return kShmChunkBytesPerCpu;
-  constexpr size_t kRoundBytes = size_t{16} << 20, kMostChunk = size_t{4} << 20;
-  return std::clamp(kRoundBytes / static_cast<size_t>(ranks), kShmChunkBytesPerCpu, kMostChunk) & ~size_t{63};
+  if (ranks < 1) return kShmChunkBytesPerCpu;
+  const size_t roundBytes = oversubscribed ? size_t{16} << 20 : size_t{2} << 20;
+  const size_t mostChunk = oversubscribed ? size_t{4} << 20 : size_t{1} << 20;
+  return std::clamp(roundBytes / static_cast<size_t>(ranks), kShmChunkBytesPerCpu, mostChunk) & ~size_t{63};
 }
 
 size_t SharedMemoryNode::segmentBytes(int ranks, size_t chunkBytes) {
@@ -215,8 +220,8 @@ Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, in
   // This parity's buffers were last read in round - 2; the round's input
   // region overlaps none of round - 1's.
   FW_RETURN_IF_ERROR(awaitAll(finished(round_ - 2), false));
-  inputRing_.place(inputBytes);
   const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce;
+  inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing);
   const Reducer* reducer = reduces ? &node.reducer() : nullptr;  // the copies' contexts have none
   current_ = Descriptor{round_,
                         node.sequence(),

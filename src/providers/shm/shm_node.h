@@ -37,9 +37,10 @@ class SharedMemoryNode final : public NodePhase {
  public:
   // The segment's size for `ranks` local ranks and chunks of chunkBytes.
   static size_t segmentBytes(int ranks, size_t chunkBytes);
-  // The chunk where FAIRWAY_SHM_CHUNK_BYTES does not say: 256 KiB, or with
-  // more ranks than CPUs (oversubscribed) rounds of about 16 MiB in all,
-  // each rank's chunk 256 KiB to 4 MiB (see the definition).
+  // The chunk where FAIRWAY_SHM_CHUNK_BYTES does not say: rounds of about
+  // 2 MiB in all, each rank's chunk 256 KiB to 1 MiB, or with more ranks
+  // than CPUs (oversubscribed) rounds of about 16 MiB, each rank's chunk
+  // 256 KiB to 4 MiB (see the definition).
   static size_t defaultChunkBytes(int ranks, bool oversubscribed);
   // Takes a mapped segment; the leader (localRank 0) formats it first.
   // nodeRanks: the communicator ranks of the node, by local rank.
