@@ -22,6 +22,14 @@ Each step's floor is the same work with no communication, every rank
 running at once: data-parallel steps on the unwrapped model (ZeRO: the
 same model and optimizer in plain torch), decoding with the sums left
 out. "Added" is a step minus its floor: what communication costs the job.
+The "no comm" column runs the same job on a backend whose collectives do
+nothing (scripts/torch_floor_backend.cpp): DDP's buckets, DeepSpeed's
+partitions and flattening, torch's tensor-parallel layers and each
+call's dispatch all stay, only the communication goes. Its time less
+the floor is what the framework costs with any backend; "added over no
+comm" is then what each backend's communication costs. (Not for ZeRO-3,
+which checks that ranks agree and computes with the parameters it
+gathers.)
 
 Each configuration runs --runs times, the backends taking turns (a fresh
 set of processes each time); a number is the median over runs of the
@@ -39,6 +47,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_yardsticks import FLOOR_BACKEND, load_yardsticks, register_floor_backend  # noqa: E402
 
 WORKLOADS = ["ddp", "fsdp2", "zero2", "zero3", "decode"]
 BY_HAND = ["dist", "direct", "deepspeed"]
@@ -134,6 +143,7 @@ def decode(how, world, rank, tokens, repeats):
 
 
 def slowest(seconds):
+    """The slowest rank's seconds (on the floor backend, which sums nothing, this rank's)."""
     import torch
     import torch.distributed as dist
     t = torch.tensor([seconds], dtype=torch.float64)
@@ -152,6 +162,8 @@ def rank_main(rank, world, port, backend, args, queue):
     import torch.distributed as dist
     import fairway.torch  # noqa: F401 (registers the backend)
     torch.set_num_threads(1)
+    if backend == FLOOR_BACKEND:
+        register_floor_backend()
     have_ds = True
     try:
         import deepspeed
@@ -166,11 +178,14 @@ def rank_main(rank, world, port, backend, args, queue):
     for workload in args.workloads:
         if workload.startswith("zero") and not have_ds:
             continue
+        if workload == "zero3" and backend == FLOOR_BACKEND:
+            continue  # it checks that ranks agree (a broadcast) and gathers the parameters it computes with
         if workload == "decode":
             seconds, tokens = decode("layers", world, rank, args.tokens, args.repeats)
             result["decode"] = (slowest(seconds), tokens)
             for how in BY_HAND:
-                if (how == "direct" and backend != "fairway") or (how == "deepspeed" and (not have_ds or backend != "fairway")):
+                if backend == FLOOR_BACKEND or (how == "direct" and backend != "fairway") or \
+                        (how == "deepspeed" and (not have_ds or backend != "fairway")):
                     continue
                 seconds, tokens = decode(how, world, rank, args.tokens, args.repeats)
                 result[f"decode-by-hand/{how}"] = (slowest(seconds), tokens)
@@ -226,14 +241,15 @@ def report(world, pinned, busy, runs):
     for name in names:
         floors = [median(b, floor_of(name)) for b in runs if median(b, floor_of(name)) is not None]
         floor = statistics.median(floors) if floors else None
-        fw, gl = median("fairway", name), median("gloo", name)
+        fw, gl, none = median("fairway", name), median("gloo", name), median(FLOOR_BACKEND, name)
         unit = 1e3
-        cells = [f"{v * unit:.2f}" if v is not None else "" for v in (fw, gl, floor)]
+        cells = [f"{v * unit:.2f}" if v is not None else "" for v in (fw, gl, floor, none)]
         ratio = f"{gl / fw:.2f}x" if fw and gl else ""
-        added = ""
-        if fw and gl and floor:
-            added_fw, added_gl = fw - floor, gl - floor
-            added = f"{added_fw * unit:.2f} / {added_gl * unit:.2f} = {added_fw / added_gl:.2f}" if added_gl > 0 else ""
+
+        def added(base):
+            if not (fw and gl and base) or gl - base <= 0:
+                return ""
+            return f"{(fw - base) * unit:.2f} / {(gl - base) * unit:.2f} = {(fw - base) / (gl - base):.2f}"
         # Same results: losses (training) or tokens (decoding) of fairway against gloo.
         same = ""
         if name in runs.get("fairway", [{}])[0] and name in runs.get("gloo", [{}])[0]:
@@ -246,11 +262,12 @@ def report(world, pinned, busy, runs):
         elif name == "decode-by-hand/direct" or name == "decode-by-hand/deepspeed":
             ref = runs["fairway"][0].get("decode-by-hand/dist", (None, None))[1]
             same = "same tokens" if ref == runs["fairway"][0][name][1] else "tokens differ"
-        rows.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {added} | {same} |")
+        rows.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {added(floor)} | {added(none)} | {same} |")
     title = f"### {world} ranks, {'pinned' if pinned else 'unpinned'}, {'beside one busy process per core' if busy else 'quiet'}"
     return "\n".join([title, "",
-                      "| step | fairway (ms) | gloo (ms) | floor (ms) | gloo / fairway | added: fairway / gloo (ms) | results |",
-                      "|---|---|---|---|---|---|---|"] + rows) + "\n"
+                      "| step | fairway (ms) | gloo (ms) | floor (ms) | no comm (ms) | gloo / fairway "
+                      "| added: fairway / gloo (ms) | added over no comm: fairway / gloo (ms) | results |",
+                      "|---|---|---|---|---|---|---|---|---|"] + rows) + "\n"
 
 
 def main():
@@ -268,12 +285,14 @@ def main():
     args = parser.parse_args()
     pinnings = {"unpinned": [False], "pinned": [True], "both": [False, True]}[args.pinning]
     loads = {"quiet": [False], "busy": [True], "both": [False, True]}[args.load]
+    load_yardsticks()  # built once, before the ranks load it
     sections = []
     serial = 0
     for world, pinned, busy in itertools.product(args.ranks, pinnings, loads):
-        runs = {"fairway": [], "gloo": []}
+        runs = {"fairway": [], "gloo": [], FLOOR_BACKEND: []}
         for run in range(args.runs):
-            for backend in (["fairway", "gloo"] if run % 2 == 0 else ["gloo", "fairway"]):
+            order = ["fairway", "gloo", FLOOR_BACKEND]
+            for backend in order[run % 3:] + order[:run % 3]:
                 serial += 1
                 runs[backend].append(run_once(world, pinned, busy, backend, args, serial))
         section = report(world, pinned, busy, runs)

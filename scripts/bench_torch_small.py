@@ -29,7 +29,9 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_yardsticks import FLOOR_BACKEND, load_yardsticks, register_floor_backend  # noqa: E402
+
 OPS = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast"]
 CALLERS = ["floor", "C API", "fairway", "direct", "gloo", "deepspeed"]
 SECONDS_PER_LOOP = 0.02
@@ -42,19 +44,6 @@ def sizes_between(low, high, factor):
         yield size
         size *= factor
     yield high
-
-
-def load_yardsticks():
-    """The floor backend and the C API loop, compiled against this torch and Fairway."""
-    import fairway
-    from torch.utils.cpp_extension import load
-    lib = os.path.join(os.path.dirname(fairway.__file__), "lib")
-    build = os.path.join(ROOT, "build", "torch_floor_backend")
-    os.makedirs(build, exist_ok=True)
-    return load("fairway_torch_floor", [os.path.join(ROOT, "scripts", "torch_floor_backend.cpp")],
-                extra_include_paths=[os.path.join(ROOT, "include")],
-                extra_ldflags=[f"-L{lib}", "-l:libfairway.so.0", f"-Wl,-rpath,{lib}"],
-                build_directory=build, verbose=False)
 
 
 def calls_for(op, size, world, groups, direct, yard, comm, mode):
@@ -131,11 +120,9 @@ def rank_main(rank, world, port, args, queue):
     import fairway.torch
     import fairway.torch.collective as direct
     torch.set_num_threads(1)
-    yard = load_yardsticks()
-    dist.Backend.register_backend("fairway_floor", lambda store, r, s, timeout: yard.make_floor(store, r, s),
-                                  devices=["cpu"])
+    yard = register_floor_backend()
     dist.init_process_group("fairway", rank=rank, world_size=world)
-    groups = {"gloo": dist.new_group(backend="gloo"), "floor": dist.new_group(backend="fairway_floor")}
+    groups = {"gloo": dist.new_group(backend="gloo"), "floor": dist.new_group(backend=FLOOR_BACKEND)}
     try:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
         import deepspeed

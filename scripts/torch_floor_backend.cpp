@@ -5,7 +5,10 @@
 //    nothing and return a Work that has completed. Calling it through
 //    torch.distributed costs what torch itself costs per call (its Python
 //    wrapper, the dispatcher, its per-call hooks): the floor under any
-//    backend's time for the same call.
+//    backend's time for the same call. scripts/bench_torch_job.py runs
+//    whole steps on it (every form DDP, FSDP2, DeepSpeed and torch's
+//    tensor-parallel layers call): the step's own work with no
+//    communication, wrong sums and all.
 //  - c_api_seconds: the same collective through Fairway's C API in a C++
 //    loop on the same communicator and buffers, which is the library's
 //    own time for the call.
@@ -21,22 +24,34 @@
 
 namespace {
 
+// Done on creation; its future (DDP's communication hooks wait on it)
+// holds the call's tensors, as a real backend's does.
 class CompletedWork : public c10d::Work {
  public:
-  explicit CompletedWork(c10d::OpType type) : c10d::Work(-1, type) {}
+  CompletedWork(c10d::OpType type, std::vector<at::Tensor> tensors)
+      : c10d::Work(-1, type), future_(c10::make_intrusive<c10::ivalue::Future>(
+                                  c10::ListType::create(c10::TensorType::get()))) {
+    future_->markCompleted(c10::IValue(std::move(tensors)));
+  }
   bool isCompleted() override { return true; }
   bool isSuccess() const override { return true; }
   bool wait(std::chrono::milliseconds) override { return true; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-c10::intrusive_ptr<c10d::Work> done(c10d::OpType type) { return c10::make_intrusive<CompletedWork>(type); }
+c10::intrusive_ptr<c10d::Work> done(c10d::OpType type, std::vector<at::Tensor> tensors = {}) {
+  return c10::make_intrusive<CompletedWork>(type, std::move(tensors));
+}
 
 class FloorBackend : public c10d::Backend {
  public:
   FloorBackend(int rank, int size) : c10d::Backend(rank, size) {}
   const std::string getBackendName() const override { return "fairway_floor"; }
-  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>&, const c10d::AllreduceOptions&) override {
-    return done(c10d::OpType::ALLREDUCE);
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions&) override {
+    return done(c10d::OpType::ALLREDUCE, tensors);
   }
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>&, const c10d::BroadcastOptions&) override {
     return done(c10d::OpType::BROADCAST);
@@ -47,6 +62,60 @@ class FloorBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor&, at::Tensor&,
                                                       const c10d::ReduceScatterOptions&) override {
     return done(c10d::OpType::_REDUCE_SCATTER_BASE);
+  }
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>&,
+                                                     const c10d::AllreduceCoalescedOptions&) override {
+    return done(c10d::OpType::ALLREDUCE_COALESCED);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) override {
+    return done(c10d::OpType::REDUCE);
+  }
+  // The list form carries torch's own exchanges of shapes and pickled
+  // objects (DDP's parameter check, all_gather_object), which fail on
+  // garbage: each rank is answered with this one's input, as if every rank
+  // had sent the same. The tensor forms, which carry the data, do nothing.
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) override {
+    for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i) {
+      for (at::Tensor& out : outputs[i]) out.copy_(inputs[i]);
+    }
+    return done(c10d::OpType::ALLGATHER);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
+                                                     std::vector<at::Tensor>&,
+                                                     const c10d::AllgatherOptions&) override {
+    return done(c10d::OpType::ALLGATHER_COALESCED);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
+                                                                 const c10d::AllgatherOptions&) override {
+    return done(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED);
+  }
+  // Setting up sharded parameters (distribute_tensor) scatters them: the
+  // root keeps its own piece, the others get zeros rather than garbage
+  // (the step's arithmetic then runs on ordinary numbers).
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& options) override {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (getRank() == options.rootRank && i < inputs.size() && static_cast<size_t>(getRank()) < inputs[i].size()) {
+        outputs[i].copy_(inputs[i][getRank()]);
+      } else {
+        outputs[i].zero_();
+      }
+    }
+    return done(c10d::OpType::SCATTER);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
+                                                const c10d::ReduceScatterOptions&) override {
+    return done(c10d::OpType::REDUCE_SCATTER);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
+                                                                 const c10d::ReduceScatterOptions&) override {
+    return done(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&, std::vector<int64_t>&,
+                                               const c10d::AllToAllOptions&) override {
+    return done(c10d::OpType::ALLTOALL_BASE);
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
     return done(c10d::OpType::BARRIER);
