@@ -11,11 +11,22 @@ built against the torch it will run with, not one pip would fetch.
 The library comes instead from:
   FAIRWAY_PREFIX     an installed Fairway (include/, lib/, lib/fairway/);
   FAIRWAY_BUILD_DIR  an existing CMake build of this checkout (build/lib/).
+Nothing is written into the source tree: the build's files go to
+FAIRWAY_PYTHON_BUILD_DIR, else FAIRWAY_BUILD_DIR/python, else a directory
+of their own in the temporary directory, removed when the build ends.
+pip shows a build's output only with -v; where there is a terminal, the
+steps and their progress are written to it as well.
 """
+import atexit
+import functools
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
+import sys
+import tempfile
+import threading
 
 import torch
 from setuptools import setup
@@ -25,15 +36,97 @@ here = pathlib.Path(__file__).resolve().parent
 checkout = here.parent
 
 
-def cmake_build():
-    """Builds and installs the library (no tests, no perf binaries) into
-    python/build/stage; returns that prefix."""
-    build = here / "build" / "cmake"
-    stage = here / "build" / "stage"
+@functools.lru_cache(maxsize=None)
+def build_root():
+    named = os.environ.get("FAIRWAY_PYTHON_BUILD_DIR") or (
+        os.environ.get("FAIRWAY_BUILD_DIR") and os.path.join(os.environ["FAIRWAY_BUILD_DIR"], "python"))
+    if named:
+        root = pathlib.Path(named).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+    root = pathlib.Path(tempfile.mkdtemp(prefix="fairway-python-build-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+def open_terminal():
+    """The terminal the user watches when pip captures this build's output
+    (stderr is then a pipe), else None: stderr is shown as it is."""
+    if sys.stderr.isatty():
+        return None
+    try:
+        return open("/dev/tty", "w", buffering=1)
+    except OSError:
+        return None
+
+
+terminal = open_terminal()
+
+
+teeing = False  # whether OutputToTerminal copies stderr to the terminal now
+
+
+def say(line):
+    """One line of progress: on stderr (pip -v, logs) and on the terminal."""
+    print(f"fairway: {line}", file=sys.stderr, flush=True)
+    if terminal is not None and not teeing:
+        terminal.write(f"fairway: {line}\n")
+
+
+class OutputToTerminal:
+    """While active, whatever this process and its children write to
+    stdout and stderr (CMake's and the compiler's progress) also goes to
+    the terminal, line by line."""
+
+    def __enter__(self):
+        global teeing
+        if terminal is None:
+            return self
+        teeing = True
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = [os.dup(1), os.dup(2)]
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self.thread = threading.Thread(target=self.copy, args=(read_end, self.saved[1]), daemon=True)
+        self.thread.start()
+        return self
+
+    @staticmethod
+    def copy(read_end, captured):
+        with os.fdopen(read_end, "rb", buffering=0) as source:
+            for line in iter(source.readline, b""):
+                os.write(captured, line)
+                terminal.write(line.decode(errors="replace"))
+
+    def __exit__(self, *exc):
+        global teeing
+        if terminal is None:
+            return False
+        teeing = False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)  # the pipe's last write end closes: the copy ends
+        self.thread.join()
+        for fd in self.saved:
+            os.close(fd)
+        return False
+
+
+def cmake_build(root):
+    """Builds and installs the library (no tests, no perf binaries; CMAKE_ARGS
+    adds options) into root/stage; returns that prefix."""
+    build = root / "cmake"
+    stage = root / "stage"
     jobs = str(os.cpu_count() or 2)
+    say(f"building the library with CMake in {build}")
     subprocess.check_call(["cmake", "-S", str(checkout), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                            "-DFAIRWAY_BUILD_TESTS=OFF", "-DFAIRWAY_BUILD_PERF=OFF",
-                           f"-DCMAKE_INSTALL_PREFIX={stage}", "-DCMAKE_INSTALL_LIBDIR=lib"])
+                           f"-DCMAKE_INSTALL_PREFIX={stage}", "-DCMAKE_INSTALL_LIBDIR=lib"]
+                          + shlex.split(os.environ.get("CMAKE_ARGS", "")))
     subprocess.check_call(["cmake", "--build", str(build), "-j", jobs])
     subprocess.check_call(["cmake", "--install", str(build)])
     return stage
@@ -48,7 +141,7 @@ def library_dirs():
         if not (lib / "libfairway.so").exists():
             raise SystemExit(f"fairway: FAIRWAY_BUILD_DIR={build_dir}: no lib/libfairway.so there (build it first)")
         return checkout / "include", lib, [lib]
-    root = pathlib.Path(prefix) if prefix else cmake_build()
+    root = pathlib.Path(prefix) if prefix else cmake_build(build_root())
     lib = root / "lib"
     if not (lib / "libfairway.so").exists():
         raise SystemExit(f"fairway: no libfairway.so in {lib}")
@@ -73,13 +166,16 @@ class BuildWithLibrary(cpp_extension.BuildExtension):
     read the package's metadata."""
 
     def run(self):
-        include_dir, lib_dir, plugin_dirs = library_dirs()
-        for extension in self.extensions:
-            extension.include_dirs.append(str(include_dir))
-            extension.library_dirs.append(str(lib_dir))
-        package = here / "fairway" if self.inplace else pathlib.Path(self.build_lib) / "fairway"
-        package_library(lib_dir, plugin_dirs, package / "lib")
-        super().run()
+        with OutputToTerminal():
+            include_dir, lib_dir, plugin_dirs = library_dirs()
+            for extension in self.extensions:
+                extension.include_dirs.append(str(include_dir))
+                extension.library_dirs.append(str(lib_dir))
+            package = here / "fairway" if self.inplace else pathlib.Path(self.build_lib) / "fairway"
+            package_library(lib_dir, plugin_dirs, package / "lib")
+            say(f"library and plugins from {lib_dir}; compiling the extension against torch "
+                f"{torch.__version__} ({len(sources)} files, about a CPU-minute and 1.6 GB each)")
+            super().run()
 
 
 def torch_names_macros():
@@ -107,12 +203,41 @@ common = dict(
 # CUDA tensors need torch's CUDA headers, present in a CUDA build of torch
 # where a CUDA toolkit is installed; otherwise CPU tensors only (said at run time).
 with_cuda = torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+if os.environ.get("FAIRWAY_NO_CUDA", "0") == "1":
+    with_cuda = False
+
+
+def say_what_is_built():
+    """Which optional parts this build makes, and how to leave them out."""
+    if with_cuda:
+        say(f"CUDA tensors: yes (torch {torch.version.cuda}, toolkit {cpp_extension.CUDA_HOME}); "
+            "FAIRWAY_NO_CUDA=1 builds for CPU tensors only")
+    else:
+        why = ("FAIRWAY_NO_CUDA=1" if os.environ.get("FAIRWAY_NO_CUDA", "0") == "1"
+               else "this torch has no CUDA" if torch.version.cuda is None else "no CUDA toolkit found")
+        say(f"CUDA tensors: no ({why}): CPU tensors only")
+    if not (os.environ.get("FAIRWAY_PREFIX") or os.environ.get("FAIRWAY_BUILD_DIR")):
+        say("the library is built here too (CMake): its CUDA runtime and NCCL plugins where the CUDA toolkit "
+            "is found; FAIRWAY_BUILD_DIR or FAIRWAY_PREFIX uses a library built already, "
+            "CMAKE_ARGS=-DFAIRWAY_WITH_CUDA=OFF leaves the plugins out")
+
+
 if with_cuda:
     extension = cpp_extension.CUDAExtension(
         "fairway._C", sources, extra_compile_args={"cxx": ["-O2"]},
         **dict(common, define_macros=common["define_macros"] + [("FAIRWAY_TORCH_CUDA", "1")]))
 else:
     extension = cpp_extension.CppExtension("fairway._C", sources, extra_compile_args=["-O2"], **common)
+
+# What writes files keeps them out of the tree; what builds says first what it makes.
+build_options = {}
+building = any(command in sys.argv for command in ("bdist_wheel", "build", "build_ext", "install", "develop",
+                                                     "editable_wheel"))
+if building or any(command in sys.argv for command in ("egg_info", "dist_info")):
+    root = build_root()
+    build_options = {"build": {"build_base": str(root)}, "egg_info": {"egg_base": str(root)}}
+if building:
+    say_what_is_built()
 
 setup(
     name="fairway",
@@ -122,4 +247,5 @@ setup(
     install_requires=["torch"],
     python_requires=">=3.9",
     cmdclass={"build_ext": BuildWithLibrary},
+    options=build_options,
 )

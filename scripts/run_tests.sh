@@ -8,24 +8,40 @@
 # UndefinedBehaviorSanitizer run of the unit, error, API and collective
 # tests, then each fuzz target for a bounded time (scripts/sanitize.sh).
 # Any failure or sanitizer report fails the run. FAIRWAY_QUICK=1 runs only
-# ctest, pytest and the suite subset.
+# ctest, pytest and the suite subset. Each part's time is printed at the
+# end, passed or not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-(cd build && ctest --output-on-failure "$@")
+
+parts=()  # "seconds name", in the order they ran
+part() {  # part NAME COMMAND...: runs it and records its time
+  local name=$1 start=$SECONDS
+  shift
+  "$@" || { local code=$?; parts+=("$((SECONDS - start)) $name (failed)"); return $code; }
+  parts+=("$((SECONDS - start)) $name")
+}
+report_times() {
+  echo "run_tests: time per part (s)"
+  printf '  %s\n' "${parts[@]}"
+  echo "  $SECONDS in all"
+}
+trap report_times EXIT
+
+part setup bash scripts/setup.sh
+part ctest bash -c 'cd build && ctest --output-on-failure "$@"' ctest "$@"
 if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
-  .venv/bin/python -m pytest -q -p no:cacheprovider python/tests
+  part pytest .venv/bin/python -m pytest -q -p no:cacheprovider python/tests
   # torch's own DistributedTest suite, a subset (the whole run:
   # .venv/bin/python scripts/torch_suite.py).
-  .venv/bin/python scripts/torch_suite.py --subset ci --ranks 2,3
+  part torch-suite .venv/bin/python scripts/torch_suite.py --subset ci --ranks 2,3
 fi
 if [ "${FAIRWAY_QUICK:-0}" != 1 ]; then
   if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
-    bash scripts/gpu_bundle.sh
-    bash scripts/gpu_check.sh --emulated --quick
+    part gpu-bundle bash scripts/gpu_bundle.sh
+    part gpu-check-emulated bash scripts/gpu_check.sh --emulated --quick
   else
     echo "run_tests: FAIRWAY_NO_PYTHON=1: the emulated GPU check (which needs torch) is skipped"
   fi
-  bash scripts/sanitize.sh asan
-  bash scripts/sanitize.sh fuzz "${FAIRWAY_FUZZ_SECONDS:-15}"
+  part asan bash scripts/sanitize.sh asan
+  part fuzz bash scripts/sanitize.sh fuzz "${FAIRWAY_FUZZ_SECONDS:-15}"
 fi
