@@ -18,6 +18,7 @@ pip shows a build's output only with -v; where there is a terminal, the
 steps and their progress are written to it as well.
 """
 import atexit
+import contextlib
 import functools
 import os
 import pathlib
@@ -63,7 +64,7 @@ def open_terminal():
 terminal = open_terminal()
 
 
-teeing = False  # whether OutputToTerminal copies stderr to the terminal now
+teeing = False  # whether output_to_terminal copies stderr to the terminal now
 
 
 def say(line):
@@ -73,47 +74,46 @@ def say(line):
         terminal.write(f"fairway: {line}\n")
 
 
-class OutputToTerminal:
+def copy_lines(read_end, captured):
+    """Copies each line from read_end to the captured stream and the terminal."""
+    with os.fdopen(read_end, "rb", buffering=0) as source:
+        for line in iter(source.readline, b""):
+            os.write(captured, line)
+            terminal.write(line.decode(errors="replace"))
+
+
+@contextlib.contextmanager
+def output_to_terminal():
     """While active, whatever this process and its children write to
     stdout and stderr (CMake's and the compiler's progress) also goes to
     the terminal, line by line."""
-
-    def __enter__(self):
-        global teeing
-        if terminal is None:
-            return self
-        teeing = True
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.saved = [os.dup(1), os.dup(2)]
-        read_end, write_end = os.pipe()
-        os.dup2(write_end, 1)
-        os.dup2(write_end, 2)
-        os.close(write_end)
-        self.thread = threading.Thread(target=self.copy, args=(read_end, self.saved[1]), daemon=True)
-        self.thread.start()
-        return self
-
-    @staticmethod
-    def copy(read_end, captured):
-        with os.fdopen(read_end, "rb", buffering=0) as source:
-            for line in iter(source.readline, b""):
-                os.write(captured, line)
-                terminal.write(line.decode(errors="replace"))
-
-    def __exit__(self, *exc):
-        global teeing
-        if terminal is None:
-            return False
+    global teeing
+    if terminal is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    read_end, write_end = os.pipe()
+    for fd in (1, 2):
+        os.dup2(write_end, fd)
+    os.close(write_end)
+    copier = threading.Thread(target=copy_lines, args=(read_end, saved[1]), daemon=True)
+    copier.start()
+    teeing = True
+    try:
+        yield
+    finally:
         teeing = False
         sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(self.saved[0], 1)
-        os.dup2(self.saved[1], 2)  # the pipe's last write end closes: the copy ends
-        self.thread.join()
-        for fd in self.saved:
-            os.close(fd)
-        return False
+        for fd, original in zip((1, 2), saved):
+            os.dup2(original, fd)  # the pipe's last write end closes: the copy ends
+        # Bounded: a process the build left running may still hold the pipe.
+        copier.join(timeout=10)
+        if not copier.is_alive():  # else it still writes to the captured stream
+            for original in saved:
+                os.close(original)
 
 
 def cmake_build(root):
@@ -166,7 +166,7 @@ class BuildWithLibrary(cpp_extension.BuildExtension):
     read the package's metadata."""
 
     def run(self):
-        with OutputToTerminal():
+        with output_to_terminal():
             include_dir, lib_dir, plugin_dirs = library_dirs()
             for extension in self.extensions:
                 extension.include_dirs.append(str(include_dir))

@@ -289,9 +289,9 @@ def main():
     sections = []
     serial = 0
     for world, pinned, busy in itertools.product(args.ranks, pinnings, loads):
-        runs = {"fairway": [], "gloo": [], FLOOR_BACKEND: []}
+        order = ["fairway", "gloo", FLOOR_BACKEND]  # each run starts one further along
+        runs = {backend: [] for backend in order}
         for run in range(args.runs):
-            order = ["fairway", "gloo", FLOOR_BACKEND]
             for backend in order[run % 3:] + order[:run % 3]:
                 serial += 1
                 runs[backend].append(run_once(world, pinned, busy, backend, args, serial))

@@ -115,7 +115,9 @@ TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
 TEST(RoundRing, ASpanKeepsSmallerPiecesNearTheStart) {
   constexpr size_t kMiB = 1024 * 1024, kUnit = 32768;  // a walking ring of 1 MiB chunks
   RoundRing ring(kMiB, true);
-  auto placed = [&](size_t bytes, size_t span) { return ring.place(bytes, span) / (kUnit + RoundRing::kSlackBytes) * kUnit; };
+  auto placed = [&](size_t bytes, size_t span) {  // the virtual offset, the slack taken out
+    return ring.place(bytes, span) / (kUnit + RoundRing::kSlackBytes) * kUnit;
+  };
   std::set<size_t> places;
   for (int g = 0; g < 16; ++g) places.insert(placed(131072, RoundRing::kNearSpanBytes));
   EXPECT_EQ(places, (std::set<size_t>{0, 131072, 262144, 393216}));

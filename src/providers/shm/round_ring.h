@@ -36,7 +36,6 @@
 // past that slack.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 
 namespace fairway {
