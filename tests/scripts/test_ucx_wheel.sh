@@ -5,8 +5,9 @@
 #   mismatch: this build (system UCX) with the wheel's libucp first in
 #             LD_LIBRARY_PATH is refused, both versions and paths named.
 #   build:    the UCX plugin built against the wheel runs a job with the
-#             wheel's UCX (logged at INFO), and the system's libucp put
-#             first is refused the other way round.
+#             wheel's UCX (logged at INFO) with UCX's memory-type cache
+#             off unless UCX_MEMTYPE_CACHE is set, and the system's libucp
+#             put first is refused the other way round.
 # Exit 77 (skipped) without the wheel.
 set -uo pipefail
 mode=$1 fairwayrun=$2 perf=$3 wheel=$4 source=$5
@@ -40,6 +41,14 @@ case "$mode" in
     [ $rc -eq 0 ] && echo "$out" | grep -q 'Out of bounds values : 0 OK' || { echo "$out"; echo "FAIL: job on the wheel's UCX"; exit 1; }
     echo "$out" | grep -q "ucx: UCX $wheel_version\.[0-9]* from $wheel/lib/libucp.so" ||
       { echo "FAIL: the log does not show the wheel's libucp"; exit 1; }
+    # A CUDA-aware UCX takes device buffers its hooks missed for host memory
+    # unless its memory-type cache is off: the plugin turns it off...
+    echo "$out" | grep -q "ucx: memory-type cache off (MEMTYPE_CACHE=n" ||
+      { echo "FAIL: the log does not show UCX's memory-type cache turned off"; exit 1; }
+    # ...unless UCX_MEMTYPE_CACHE says otherwise.
+    out=$(FAIRWAY_PLUGIN_PATH="$dir/lib" UCX_MEMTYPE_CACHE=y FAIRWAY_DEBUG=INFO FAIRWAY_DEBUG_SUBSYS=TRANSPORT run)
+    echo "$out" | grep -q "memory-type cache as UCX_MEMTYPE_CACHE=y says" ||
+      { echo "$out"; echo "FAIL: UCX_MEMTYPE_CACHE=y was not left to decide"; exit 1; }
     out=$(FAIRWAY_PLUGIN_PATH="$dir/lib" LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu run); rc=$?
     expect_refusal "$out" $rc "$system_version" "$wheel_version"
     ;;

@@ -21,13 +21,27 @@ template <> struct Value<float> {
   __device__ static float in(float v) { return v; }
   __device__ static float out(float v) { return v; }
 };
+// CUDA's conversions turn every NaN into their canonical one (0x7fff); the
+// host's (floatToHalf, floatToBfloat16) keep the sign and, for bfloat16, the
+// payload's high bits, quieted. The wire must not depend on where it was
+// encoded, so a NaN narrows here as it does there.
 template <> struct Value<__half> {
   __device__ static float in(__half v) { return __half2float(v); }
-  __device__ static __half out(float v) { return __float2half_rn(v); }
+  __device__ static __half out(float v) {
+    if (!isnan(v)) return __float2half_rn(v);
+    __half_raw nan;
+    nan.x = static_cast<unsigned short>(((__float_as_uint(v) >> 16) & 0x8000u) | 0x7e00u);
+    return __half(nan);
+  }
 };
 template <> struct Value<__nv_bfloat16> {
   __device__ static float in(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
+  __device__ static __nv_bfloat16 out(float v) {
+    if (!isnan(v)) return __float2bfloat16_rn(v);
+    __nv_bfloat16_raw nan;
+    nan.x = static_cast<unsigned short>((__float_as_uint(v) >> 16) | 0x40u);
+    return __nv_bfloat16(nan);
+  }
 };
 
 struct LostArgs {

@@ -6,6 +6,7 @@
 // (request_size below), so the steady state allocates nothing.
 #include <dlfcn.h>
 #include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
 
 #include <atomic>
 #include <chrono>
@@ -165,14 +166,20 @@ class UcxTransport final : public Transport {
     return Status::ok();
   }
 
-  // Device memory is named: UCX's memory-type cache knows only allocations
-  // its hooks saw, and takes any other address for host memory (a
-  // cudaMalloc made through a CUDA runtime linked into another library, or
-  // before UCX loaded). Host memory is left to UCX's own detection.
+  // Every message names its memory. Host memory: UCX skips its detection,
+  // and small messages keep the inline path. Device memory: never an
+  // immediate completion either, so UCX cannot take the inline path, which
+  // copies with the CPU. UCX (1.22) still detects a buffer named device
+  // memory for itself; see turnOffMemoryTypeCache for why that detection is
+  // right.
   static void sayMemoryType(MemoryType memory, ucp_request_param_t* param) {
-    if (memory != MemoryType::Cuda) return;
     param->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    param->memory_type = UCS_MEMORY_TYPE_CUDA;
+    if (memory == MemoryType::Cuda) {
+      param->memory_type = UCS_MEMORY_TYPE_CUDA;
+      param->op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    } else {
+      param->memory_type = UCS_MEMORY_TYPE_HOST;
+    }
   }
 
   Status isend(int peer, const void* buf, size_t bytes, uint64_t tag, MemoryType memory,
@@ -359,8 +366,39 @@ Status checkLoadedUcx() {
   return verdict;
 }
 
+// UCX finds a buffer's memory type in a cache that its hooks on CUDA's
+// allocation calls fill, and takes an address the cache lacks for host
+// memory, even where the call named it device memory. The hooks miss the
+// allocations of a CUDA runtime that reaches the driver through
+// cuGetProcAddress (CUDA 12 on: torch's, Fairway's CUDA plugin), so UCX read
+// such device buffers with the CPU (SIGSEGV) or handed them to tcp and CMA
+// (EFAULT). With the cache off UCX asks CUDA about each buffer it is not told
+// is host memory, which here means only device messages. Process-wide, once,
+// before the first context; UCX_MEMTYPE_CACHE, where set, wins.
+void turnOffMemoryTypeCache() {
+  static const bool once = [] {
+    if (const char* set = environmentValue("UCX_MEMTYPE_CACHE")) {
+      FW_LOG(Info, Transport, "ucx: memory-type cache as UCX_MEMTYPE_CACHE=%s says", set);
+      return true;
+    }
+    ucs_status_t st = ucs_global_opts_set_value("MEMTYPE_CACHE", "n");
+    char now[16] = {};
+    if (st == UCS_OK) st = ucs_global_opts_get_value("MEMTYPE_CACHE", now, sizeof(now));
+    if (st != UCS_OK) {
+      FW_LOG(Warn, Transport, "ucx: cannot turn the memory-type cache off (%s): device buffers that UCX's hooks "
+             "did not see allocated will be taken for host memory; set UCX_MEMTYPE_CACHE=n", ucs_status_string(st));
+    } else {
+      FW_LOG(Info, Transport, "ucx: memory-type cache off (MEMTYPE_CACHE=%s; UCX_MEMTYPE_CACHE overrides): UCX asks "
+             "CUDA what each device buffer is", now);
+    }
+    return true;
+  }();
+  (void)once;
+}
+
 Status createUcxTransport(const TransportInitArgs& args, std::unique_ptr<Transport>* out) {
   FW_RETURN_IF_ERROR(checkLoadedUcx());
+  turnOffMemoryTypeCache();
   auto transport = std::make_unique<UcxTransport>(args);
   FW_RETURN_IF_ERROR(transport->init());
   *out = std::move(transport);
