@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/communicator.h"
+#include "core/config_parse.h"
 #include "core/log.h"
 #include "providers/shm/shm_node.h"
 
@@ -134,16 +135,31 @@ Status Communicator::attachSharedMemory() {
     }
     return Status::ok();
   }
+  // The windows every rank computes alike: from the same variable, or
+  // from the node's rank count and whether it holds a CPU per rank.
+  using Window = SharedMemoryNode::SizeWindow;
+  const Window allgatherWindow =
+      config_.shmSingleCopySet ? Window{config_.shmSingleCopyMin, config_.shmSingleCopyMax}
+                               : SharedMemoryNode::defaultAllgatherSingleCopy(local, messenger_->yieldsWhenIdle());
+  const Window broadcastWindow = config_.shmSingleCopySet ? allgatherWindow : Window{};
+  const bool wanted = allgatherWindow.min != 0 || broadcastWindow.min != 0;
   int32_t readable = 0;
-  FW_RETURN_IF_ERROR(everyRank(config_.shmSingleCopyBytes > 0 && shm->canReadPeers() ? 1 : 0, base + 2,
-                               "checking single-copy reads", &readable));
-  if (readable == 1) shm->enableSingleCopy(config_.shmSingleCopyBytes);
+  FW_RETURN_IF_ERROR(everyRank(wanted && shm->canReadPeers() ? 1 : 0, base + 2, "checking single-copy reads",
+                               &readable));
+  if (readable == 1) shm->enableSingleCopy(allgatherWindow, broadcastWindow);
   if (localRank == 0) {
+    const std::string singleCopy =
+        readable == 1 ? "allgather blocks " +
+                            (allgatherWindow.max >= kNoUpperEnd
+                                 ? "from " + byteText(allgatherWindow.min)
+                                 : "of " + byteText(allgatherWindow.min) + "-" + byteText(allgatherWindow.max)) +
+                            (broadcastWindow.min != 0 ? ", and broadcasts of those sizes" : "")
+        : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
+                                                             : "off (measured slower for this node's ranks)")
+                      : "off (a rank may not read another's memory: ptrace permission)";
     FW_LOG(Info, Init, "node %s: shared-memory segment of %zu bytes for %d ranks (chunks of %zu bytes), "
-           "unlinked once mapped; single-copy reads %s", layout_.nodeName(node).c_str(), bytes, local, chunkBytes,
-           readable == 1 ? ("from " + std::to_string(config_.shmSingleCopyBytes) + " bytes").c_str()
-           : config_.shmSingleCopyBytes == 0 ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
-                                             : "off (a rank may not read another's memory: ptrace permission)");
+           "unlinked once mapped; single-copy reads: %s", layout_.nodeName(node).c_str(), bytes, local, chunkBytes,
+           singleCopy.c_str());
   }
   shm_ = std::move(shm);
   selector_.setSharedMemory(true);

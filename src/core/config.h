@@ -30,6 +30,9 @@ using VariableLookup = std::function<const char*(const char*)>;
 // The node segment's chunk with a CPU per rank: a round's copies stay in the caches.
 inline constexpr size_t kShmChunkBytesPerCpu = 256 * 1024;
 
+// A size window without an upper end.
+inline constexpr size_t kNoUpperEnd = size_t{1} << 40;
+
 struct Config {
   int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
   std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx|nccl, every level
@@ -38,8 +41,12 @@ struct Config {
   size_t shmChunkBytes = kShmChunkBytesPerCpu;  // FAIRWAY_SHM_CHUNK_BYTES: each local rank's round in the node's segment
   bool shmChunkBytesSet = false;       // given by the variable (else the node's leader picks it:
                                        // SharedMemoryNode::defaultChunkBytes)
-  size_t shmSingleCopyBytes = 0;       // FAIRWAY_SHM_SINGLE_COPY_BYTES: allgather blocks and broadcasts
-                                       // of this size and more read in place (0: never; see DESIGN.md)
+  // FAIRWAY_SHM_SINGLE_COPY_BYTES: allgather blocks and broadcasts of
+  // [min, max] bytes read in place (min 0: never). Unset ("auto"): the
+  // node picks the window (SharedMemoryNode::defaultSingleCopy), allgather only.
+  size_t shmSingleCopyMin = 0;
+  size_t shmSingleCopyMax = 0;         // kNoUpperEnd: MIN given alone
+  bool shmSingleCopySet = false;
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes
   std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
   std::map<std::string, CompressionRule> compressionRules;  // FAIRWAY_COMPRESS: collective -> rule

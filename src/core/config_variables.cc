@@ -124,6 +124,33 @@ Handler sharedMemoryChunk() {
   return handler;
 }
 
+// "auto", "0" (never), "MIN" (and larger) or "MIN-MAX", in bytes.
+Handler singleCopyWindow() {
+  return {[](const std::string& name, const char* text, Config* c) {
+            const std::string value = text;
+            c->shmSingleCopySet = value != "auto";
+            c->shmSingleCopyMin = c->shmSingleCopyMax = 0;
+            if (!c->shmSingleCopySet) return Status::ok();
+            const size_t dash = value.find('-');
+            const size_t most = kNoUpperEnd;
+            FW_RETURN_IF_ERROR(parseByteText(name, value.substr(0, dash).c_str(), 0, most, &c->shmSingleCopyMin));
+            c->shmSingleCopyMax = most;
+            if (dash != std::string::npos) {
+              FW_RETURN_IF_ERROR(parseByteText(name, value.substr(dash + 1).c_str(), 1, most, &c->shmSingleCopyMax));
+              if (c->shmSingleCopyMax < c->shmSingleCopyMin) {
+                return Status(fwInvalidArgument, name + "=" + value + ": the window's end is below its start");
+              }
+            }
+            return Status::ok();
+          },
+          [](const Config& c) {
+            if (!c.shmSingleCopySet) return std::string("auto");
+            if (c.shmSingleCopyMin == 0) return std::string("0");
+            return byteText(c.shmSingleCopyMin) +
+                   (c.shmSingleCopyMax >= kNoUpperEnd ? std::string() : "-" + byteText(c.shmSingleCopyMax));
+          }};
+}
+
 Handler netDevices() {
   return {[](const std::string& name, const char* text, Config* c) {
             c->netDevices = splitString(text, ',');
@@ -187,11 +214,13 @@ std::vector<ConfigVariable> makeTable() {
         "every hand-over between ranks then waits for the scheduler); the segment holds four per rank (two "
         "rounds in flight): 6.3 MB for 2 ranks at 1M, 42 MB for 4 at 4M",
         sharedMemoryChunk()),
-    configVariable("FAIRWAY_SHM_SINGLE_COPY_BYTES", "0",
-        "allgather blocks and broadcasts of at least this size read the owner's buffer in place "
-        "(`process_vm_readv`) instead of passing through the segment; 0: never (it wins 2-rank "
-        "allgather at 1-16 MiB here and loses at 64 KiB and 64 MiB, see docs/DESIGN.md)",
-        bytes(0, size_t{1} << 40, [](auto& c) -> auto& { return c.shmSingleCopyBytes; })),
+    configVariable("FAIRWAY_SHM_SINGLE_COPY_BYTES", "auto",
+        "allgather blocks and broadcasts whose size lies in this window read the owner's buffer in place "
+        "(`process_vm_readv`) instead of passing through the segment: `MIN-MAX` or `MIN` (no upper end), "
+        "in bytes; 0: never; `auto`: 2 ranks with a CPU each read allgather blocks of 8K-16M in place, "
+        "where that measured faster than two copies, and two copies serve the rest (docs/DESIGN.md, "
+        "\"Single copies\")",
+        singleCopyWindow()),
     configVariable("FAIRWAY_INTER_TRANSPORT", "auto",
         "the same between nodes; wins over `FAIRWAY_TRANSPORT`",
         choice({"auto", "ucx", "nccl"}, [](auto& c) -> auto& { return c.interTransport; })),

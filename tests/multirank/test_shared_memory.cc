@@ -213,7 +213,7 @@ TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
-// Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES, off by default): every
+// Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES) from 1 byte: every
 // allgather and broadcast reads the owners' buffers in place, in and out
 // of place, blocks that do not divide evenly and every root; the log says
 // the node turned them on, so this is not the copy path passing for them.
@@ -257,7 +257,8 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   unsetenv("FAIRWAY_DEBUG_SUBSYS");
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
   const std::string text = takeText(log);
-  EXPECT_NE(text.find("single-copy reads from 1 bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, and broadcasts of those sizes"), std::string::npos)
+      << text;
 }
 
 // Rounds of every size one after another, so each input region is placed

@@ -245,13 +245,31 @@ TEST_F(ConfigEnv, SharedMemoryChunk) {
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{256} << 10);
   EXPECT_FALSE(c.shmChunkBytesSet);  // the node's leader picks it (SharedMemoryNode::defaultChunkBytes)
-  EXPECT_EQ(c.shmSingleCopyBytes, 0u);  // measured slower than two copies on the reference machine
+  EXPECT_FALSE(c.shmSingleCopySet);  // the node picks (SharedMemoryNode::defaultAllgatherSingleCopy)
   setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "4M", 1);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "1M", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{1} << 20);
   EXPECT_TRUE(c.shmChunkBytesSet);
-  EXPECT_EQ(c.shmSingleCopyBytes, size_t{4} << 20);
+  EXPECT_TRUE(c.shmSingleCopySet);
+  EXPECT_EQ(c.shmSingleCopyMin, size_t{4} << 20);
+  EXPECT_EQ(c.shmSingleCopyMax, kNoUpperEnd);
+  setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "64K-8M", 1);
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_EQ(c.shmSingleCopyMin, size_t{64} << 10);
+  EXPECT_EQ(c.shmSingleCopyMax, size_t{8} << 20);
+  setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "0", 1);
+  ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
+  EXPECT_TRUE(c.shmSingleCopySet);
+  EXPECT_EQ(c.shmSingleCopyMin, 0u);  // never
+  for (const char* bad : {"8M-64K", "64K-", "lots", "64K-8Q"}) {
+    setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", bad, 1);
+    Status st = Config::fromEnvironment(&c);
+    EXPECT_EQ(st.code(), fwInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("FAIRWAY_SHM_SINGLE_COPY_BYTES"), std::string::npos) << st.message();
+  }
+  setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "auto", 1);
+  setenv("FAIRWAY_SHM_CHUNK_BYTES", "1M", 1);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "5000", 1);  // whole cache lines
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{4992});

@@ -249,10 +249,7 @@ Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own,
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = out.layout();
   char* ownInOut = out.at(localRank_, 0);
-  if (singleCopy(blocks.chunkCount(0) * es)) {
-    FW_RETURN_IF_ERROR(node.copy(ownInOut, own, blocks.chunkCount(localRank_)));
-    return allgatherInPlace(node, out);
-  }
+  if (allgatherSingleCopy_.holds(blocks.chunkCount(0) * es)) return allgatherInPlace(node, own, out);
   const size_t perRound = chunkBytes_ / es;
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   const bool streaming = streams(blocks.count * es);
@@ -283,7 +280,7 @@ Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own,
 Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t count, int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
-  if (singleCopy(count * es)) return broadcastInPlace(node, buf, count, root);
+  if (broadcastSingleCopy_.holds(count * es)) return broadcastInPlace(node, buf, count, root);
   const size_t perRound = chunkBytes_ / es;
   const bool streaming = streams(count * es);
   for (size_t first = 0; first < count; first += perRound, ++round_) {
@@ -307,22 +304,33 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
 
 // One round: every rank publishes where its block lies, reads each
 // peer's block from there (the next peer first, so ranks do not all read
-// one at once), and returns only once every peer has read its block.
-Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const OutputBlocks& out) {
+// one at once), and returns only once every peer has read its block. Out
+// of place the block published is the caller's own, so peers read it
+// while this rank copies it into its place in out; a block partly
+// overlapping its place is copied first and published there.
+Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out) {
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = out.layout();
+  char* ownInOut = out.at(localRank_, 0);
+  const size_t ownCount = blocks.chunkCount(localRank_);
+  const bool copyFirst = own != ownInOut && overlaps(own, ownInOut, ownCount * es);
+  if (copyFirst) FW_RETURN_IF_ERROR(node.copy(ownInOut, own, ownCount));
+  const void* published = copyFirst ? ownInOut : own;
   FW_RETURN_IF_ERROR(beginRound(node, kAllgatherInPlace, -1, blocks.count, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(out.at(localRank_, 0)),
-                                                   std::memory_order_relaxed);
+  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
   post(arrived(round_));
-  for (int step = 1; step < ranks_; ++step) {
+  Status st;
+  if (published != ownInOut) st = node.copy(ownInOut, own, ownCount);
+  for (int step = 1; step < ranks_ && st.isOk(); ++step) {
     const int q = (localRank_ + step) % ranks_;
-    FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
+    st = await(q, arrived(round_), true);
+    if (!st.isOk()) break;
     const uint64_t theirs = control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed);
-    FW_RETURN_IF_ERROR(readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es));
+    st = readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es);
   }
+  if (!st.isOk()) return st;
   post(finished(round_));
-  Status st = awaitAll(finished(round_), false);
+  st = awaitAll(finished(round_), false);
   ++round_;
   return st;
 }

@@ -59,9 +59,21 @@ class SharedMemoryNode final : public NodePhase {
   // allowing it). The node uses them only where every rank can.
   void publishAddress();
   bool canReadPeers() const;
-  // singleCopyBytes: blocks of allgather and broadcasts of at least this
-  // many bytes are read straight from the owner's buffer (0: never).
-  void enableSingleCopy(size_t singleCopyBytes) { singleCopyBytes_ = singleCopyBytes; }
+  // Sizes, inclusive, whose transfers read the owner's buffer in place;
+  // an empty window (the default) never does.
+  struct SizeWindow {
+    size_t min = 0, max = 0;
+    bool holds(size_t bytes) const { return min != 0 && bytes >= min && bytes <= max; }
+  };
+  // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather blocks of
+  // 8 KiB to 16 MiB with 2 ranks and a CPU each, nothing otherwise (see
+  // the definition); broadcasts never.
+  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed);
+  // allgather: the size of one rank's block; broadcast: the buffer's.
+  void enableSingleCopy(SizeWindow allgather, SizeWindow broadcast) {
+    allgatherSingleCopy_ = allgather;
+    broadcastSingleCopy_ = broadcast;
+  }
   int localRank() const { return localRank_; }
   int ranks() const { return ranks_; }
   size_t chunkBytes() const { return chunkBytes_; }
@@ -184,11 +196,10 @@ class SharedMemoryNode final : public NodePhase {
   Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
   // allgather and broadcast read straight from the owners' buffers.
-  Status allgatherInPlace(CollectiveContext& node, const OutputBlocks& out);
+  Status allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out);
   Status broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root);
   // Copies bytes at remote (peer's address space) to local.
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
-  bool singleCopy(size_t bytes) const { return singleCopyBytes_ != 0 && bytes >= singleCopyBytes_; }
   // Whether results bound for a buffer of outputBytes bypass the cache:
   // once the node's ranks' outputs together outgrow it, the stores would
   // only evict the segment and read lines that are about to be replaced.
@@ -227,7 +238,8 @@ class SharedMemoryNode final : public NodePhase {
   bool yieldWhenIdle_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
   RoundRing inputRing_;
-  size_t singleCopyBytes_ = 0;
+  SizeWindow allgatherSingleCopy_;
+  SizeWindow broadcastSingleCopy_;
   std::vector<int32_t> pids_;  // of the local ranks
   Descriptor current_{};
   // The highest phase seen of each peer: a wait already satisfied costs
