@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Side by side, same ranks, same machine, same run: Fairway's perf binaries,
-# Open MPI's MPI collectives over UCX (build/bin/mpi_perf under mpirun) and
-# Gloo over TCP (build/bin/gloo_perf under fairwayrun), float32 sum. With
+# Open MPI's MPI collectives over UCX (build/bin/mpi_perf under mpirun),
+# Intel oneCCL over Intel MPI's shared memory (scripts/oneccl_peer.sh, which
+# installs it from PyPI into .peers/oneccl) and Gloo over TCP
+# (build/bin/gloo_perf under fairwayrun), float32 sum. With
 # -m cuda, Fairway runs on device buffers and NCCL's own collectives
 # (build/bin/nccl_perf, one GPU per rank) join; Open MPI and Gloo stay on
-# host buffers (Debian's Open MPI is not CUDA-aware). The libraries
+# host buffers (Debian's Open MPI is not CUDA-aware), as does oneCCL. The libraries
 # alternate REPEATS times for every rank count, collective and size range;
 # out-of-place busbw per size is the median.
 # With -B BIN the peer is another Fairway build instead (BIN: its bin/
@@ -16,18 +18,19 @@
 # rank count), and prints the table.
 #
 #   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda]
-#                      [-B BEFORE_BIN] [-o OUTDIR]
-#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host -o compare-results
+#                      [-p "PEERS ..."] [-B BEFORE_BIN] [-o OUTDIR]
+#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host
+#             -p "ompi oneccl gloo" -o compare-results
 #   FAIRWAY_BIN: the build's bin directory (default build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M memory=host outdir=compare-results
-before=""
-while getopts "r:n:c:b:e:m:B:o:h" flag; do
+before="" peers="ompi oneccl gloo"
+while getopts "r:n:c:b:e:m:p:B:o:h" flag; do
   case $flag in
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
-    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; B) before=$OPTARG ;; o) outdir=$OPTARG ;;
-    *) sed -n '2,23p' "$0"; exit 2 ;;
+    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; p) peers=$OPTARG ;; B) before=$OPTARG ;;
+    o) outdir=$OPTARG ;; *) sed -n '2,27p' "$0"; exit 2 ;;
   esac
 done
 case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
@@ -35,7 +38,13 @@ bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
 needed="fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf copy_bandwidth"
-[ -n "$before" ] || needed="$needed mpi_perf gloo_perf"
+for p in $peers; do
+  case $p in ompi|oneccl|gloo) ;; *) echo "$0: -p: unknown peer $p (ompi, oneccl, gloo)" >&2; exit 2 ;; esac
+done
+[ -n "$before" ] && peers=""
+has_peer() { [[ " $peers " == *" $1 "* ]]; }
+has_peer ompi && needed="$needed mpi_perf"
+has_peer gloo && needed="$needed gloo_perf"
 for b in $needed; do
   [ -x "$bin/$b" ] || { echo "$0: $bin/$b is missing: run scripts/setup.sh (it installs Open MPI and Gloo)" >&2; exit 1; }
 done
@@ -63,6 +72,12 @@ if [ "$memory" = cuda ]; then
     exit 2
   fi
 fi
+# oneCCL: installed (once) and built here; where that fails the table says why.
+if has_peer oneccl && ! bash scripts/oneccl_peer.sh install > /dev/null 2> "$work/why"; then
+  echo "oneCCL: not run: scripts/oneccl_peer.sh install failed: $(tail -n1 "$work/why")" >> "$notes"
+  peers=${peers/oneccl/}
+fi
+has_peer oneccl && echo "oneCCL $(sed -n 's/^oneccl-cpu \([^,]*\),.*/\1/p' .peers/oneccl/stamp) over Intel MPI's shared memory (CCL_ATL_TRANSPORT=mpi, I_MPI_FABRICS=shm), blocking collectives (CCL_ATL_SYNC_COLL=${CCL_ATL_SYNC_COLL:-1}), one worker a rank" >> "$notes"
 nccl_runs_on() {  # $1 ranks; records the reason when it cannot
   [ "$memory" = cuda ] || return 1
   if [ ! -x "$bin/nccl_perf" ]; then
@@ -96,7 +111,8 @@ ranges=("8 2048 50000 1000 100" "4096 65536 20000 400 100" "131072 1048576 5000 
 scaled() { local v=$(( $1 * 2 / $2 )); (( v < $3 )) && v=$3; echo "$v"; }
 # Columns of the perf output: size is $1, out-of-place time (us) is $6;
 # busbw is computed from the time (the printed one has two decimals).
-collect() { awk -v lib="$1" -v np="$2" -v c="$3" '!/^#/ && NF >= 8 {print lib, np, c, $1, $6}' >> "$raw"; }
+# Rows only: oneCCL writes its warnings to standard output.
+collect() { awk -v lib="$1" -v np="$2" -v c="$3" '$1 ~ /^[0-9]+$/ && NF >= 8 {print lib, np, c, $1, $6}' >> "$raw"; }
 
 for np in $ranks; do
   with_nccl=false
@@ -125,24 +141,32 @@ for np in $ranks; do
           # shellcheck disable=SC2086
           "$bin/fairwayrun" -np "$np" -x PEER_STORE_DIR="$store" "$bin/nccl_perf" -C "$c" $sweep | collect nccl "$np" "$c"
         fi
-        # shellcheck disable=SC2086
-        mpirun -np "$np" --oversubscribe --bind-to core:overload-allowed --mca pml ucx --mca pml_ucx_tls any \
-          --mca pml_ucx_devices any "$bin/mpi_perf" -C "$c" $sweep 2>/dev/null | collect ompi "$np" "$c"
-        # Gloo's TCP transport runs a helper thread per rank: bound to the
-        # rank's one core it would wait a scheduler slice per message.
-        store=$(mktemp -d -p "$work")
-        # shellcheck disable=SC2086
-        "$bin/fairwayrun" -np "$np" --bind none -x PEER_STORE_DIR="$store" "$bin/gloo_perf" -C "$c" \
-          -b "$lo" -e "$hi" -f 2 -n "$glooIters" -w 2 | collect gloo "$np" "$c"
+        if has_peer ompi; then
+          # shellcheck disable=SC2086
+          mpirun -np "$np" --oversubscribe --bind-to core:overload-allowed --mca pml ucx --mca pml_ucx_tls any \
+            --mca pml_ucx_devices any "$bin/mpi_perf" -C "$c" $sweep 2>/dev/null | collect ompi "$np" "$c"
+        fi
+        if has_peer oneccl; then
+          # shellcheck disable=SC2086
+          bash scripts/oneccl_peer.sh run "$np" -C "$c" $sweep 2>/dev/null | collect oneccl "$np" "$c"
+        fi
+        if has_peer gloo; then
+          # Gloo's TCP transport runs a helper thread per rank: bound to the
+          # rank's one core it would wait a scheduler slice per message.
+          store=$(mktemp -d -p "$work")
+          # shellcheck disable=SC2086
+          "$bin/fairwayrun" -np "$np" --bind none -x PEER_STORE_DIR="$store" "$bin/gloo_perf" -C "$c" \
+            -b "$lo" -e "$hi" -f 2 -n "$glooIters" -w 2 | collect gloo "$np" "$c"
+        fi
       done
     done
     echo "# $np ranks: repeat $rep of $repeats done" >&2
   done
 done
 
-python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" <<'PY'
+python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" "$peers" <<'PY'
 import collections, statistics, sys
-raw, notes, repeats, memory, outdir, copies, before = sys.argv[1:]
+raw, notes, repeats, memory, outdir, copies, before, chosen = sys.argv[1:]
 runs = collections.defaultdict(list)
 def bus_factor(coll, n):  # nccl-tests' formulas; one rank: algbw
     if n == 1:
@@ -152,9 +176,13 @@ for line in open(raw):
     lib, np, coll, size, time_us = line.split()
     busbw = int(size) / float(time_us) / 1e3 * bus_factor(coll, int(np))
     runs[(coll, int(np), int(size), lib)].append(busbw)
-names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "gloo": "Gloo", "before": "before"}
-libs = ["fairway"] + (["nccl"] if memory == "cuda" and not before else []) + (["before"] if before else ["ompi", "gloo"])
+names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "oneccl": "oneCCL", "gloo": "Gloo",
+         "before": "before"}
+libs = (["fairway"] + (["nccl"] if memory == "cuda" and not before else []) +
+        (["before"] if before else [p for p in ("ompi", "oneccl", "gloo") if p in chosen.split()]))
 peers = libs[1:]
+# The CPU libraries Fairway is to lead: the best of them per size.
+cpu_peers = [p for p in ("ompi", "oneccl") if p in libs]
 def human(n):
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -163,7 +191,8 @@ def human(n):
 where = ("Fairway and NCCL on device buffers, Open MPI and Gloo on host buffers" if memory == "cuda"
          else "host buffers")
 peers_text = (f"Fairway of this build against the build in {before}" if before
-              else "Open MPI over UCX, Gloo over TCP")
+              else ", ".join({"ompi": "Open MPI over UCX", "oneccl": "oneCCL over Intel MPI", "gloo": "Gloo over TCP"}[p]
+                             for p in peers))
 lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas; algbw on 1 rank), median of "
          f"{repeats} interleaved runs per library; {peers_text}", ""]
 lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
@@ -181,7 +210,9 @@ if lines[-1] != "":
 data = open(f"{outdir}/compare.dat", "w")
 panels = sorted({(c, np) for c, np, _, _ in runs}, key=lambda k: (["allreduce", "reducescatter", "allgather"].index(k[0]), k[1]))
 for coll, np in panels:
-    header = ["size"] + [names[lib] for lib in libs] + [f"Fairway / {names[peer]}" for peer in peers]
+    best_column = len(cpu_peers) > 1
+    header = (["size"] + [names[lib] for lib in libs] + [f"Fairway / {names[peer]}" for peer in peers] +
+              (["Fairway / best of " + " and ".join(names[p] for p in cpu_peers)] if best_column else []))
     lines += [f"### {coll}, {np} ranks", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     data.write(f"# {coll}, {np} ranks\n")
     for size in sorted({s for c, n, s, _ in runs if (c, n) == (coll, np)}):
@@ -190,6 +221,9 @@ for coll, np in panels:
         ratio = lambda peer: f"{med['fairway'] / med[peer]:.2f}" if med["fairway"] and med[peer] else "-"
         cell = lambda lib: (f"{med[lib]:.2f}" if med[lib] >= 0.1 else f"{med[lib]:.4f}") if med[lib] is not None else "-"
         row = [human(size)] + [cell(lib) for lib in libs] + [ratio(peer) for peer in peers]
+        if best_column:
+            best = [med[p] for p in cpu_peers if med[p]]
+            row.append(f"{med['fairway'] / max(best):.2f}" if med["fairway"] and best else "-")
         lines.append("| " + " | ".join(row) + " |")
         data.write(f"{size} " + " ".join(f"{med[lib]:.4f}" if med[lib] is not None else "NaN" for lib in libs) + "\n")
     data.write("\n\n")

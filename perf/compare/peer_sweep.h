@@ -30,7 +30,7 @@ struct Options {
 };
 
 // The first of the launchers' variables that is set (fairwayrun's,
-// torchrun's, Open MPI's, Slurm's), or `fallback`.
+// torchrun's, Open MPI's, Intel MPI's, Slurm's), or `fallback`.
 inline int launcherValue(std::initializer_list<const char*> names, int fallback) {
   for (const char* n : names) {
     if (const char* v = std::getenv(n)) return std::atoi(v);
@@ -38,10 +38,10 @@ inline int launcherValue(std::initializer_list<const char*> names, int fallback)
   return fallback;
 }
 inline int launcherRank() {
-  return launcherValue({"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, -1);
+  return launcherValue({"FAIRWAY_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, -1);
 }
 inline int launcherSize() {
-  return launcherValue({"FAIRWAY_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, -1);
+  return launcherValue({"FAIRWAY_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, -1);
 }
 inline int launcherLocalRank() {
   return launcherValue({"FAIRWAY_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, 0);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/compare.sh end to end on a tiny sweep: all three libraries ran
-# (every row has a busbw for Fairway, Open MPI and Gloo and both ratios),
+# scripts/compare.sh end to end on a tiny sweep: all four libraries ran
+# (every row has a busbw for Fairway, Open MPI, oneCCL and Gloo and the ratios),
 # and the plot was drawn where gnuplot is installed; then -m cuda.
 set -uo pipefail
 compare=$1
@@ -17,8 +17,13 @@ FAIRWAY_RANK=0 FAIRWAY_WORLD_SIZE=1 PEER_STORE_DIR=$peer_store "$FAIRWAY_BIN/glo
 echo "ok: peer sizes parsed strictly"
 
 "$compare" -r 1 -n 2 -c "allreduce allgather" -b 4K -e 16K -o "$out" || { echo "FAIL: compare.sh failed"; exit 1; }
-rows=$(grep -cE '^\| [0-9]+ KiB \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$out/compare.md")
+# Fairway, Open MPI, oneCCL (installed from PyPI by the script), Gloo, a
+# ratio to each peer and to the best of Open MPI and oneCCL.
+rows=$(grep -cE '^\| [0-9]+ KiB( \| [0-9.]+){8} \|$' "$out/compare.md")
 [ "$rows" -eq 6 ] || { echo "FAIL: expected 6 complete rows (2 collectives x 3 sizes), found $rows"; cat "$out/compare.md"; exit 1; }
+grep -q '| size | Fairway | Open MPI | oneCCL | Gloo | .* | Fairway / best of Open MPI and oneCCL |' "$out/compare.md" ||
+  { echo "FAIL: no oneCCL column or no best-peer ratio"; cat "$out/compare.md"; exit 1; }
+grep -q 'oneCCL 2022.1.2 over Intel MPI' "$out/compare.md" || { echo "FAIL: the table does not say how oneCCL ran"; exit 1; }
 if command -v gnuplot >/dev/null; then
   [ -s "$out/compare.png" ] || { echo "FAIL: no plot"; exit 1; }
 fi
