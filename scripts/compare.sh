@@ -20,7 +20,7 @@
 #   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda]
 #                      [-p "PEERS ..."] [-B BEFORE_BIN] [-o OUTDIR]
 #   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host
-#             -p "ompi oneccl gloo" -o compare-results
+#             -p "ompi oneccl gloo" -o compare-results (-c also takes broadcast, from rank 0, and alltoall)
 #   FAIRWAY_BIN: the build's bin directory (default build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,14 +30,14 @@ while getopts "r:n:c:b:e:m:p:B:o:h" flag; do
   case $flag in
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
     b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; p) peers=$OPTARG ;; B) before=$OPTARG ;;
-    o) outdir=$OPTARG ;; *) sed -n '2,27p' "$0"; exit 2 ;;
+    o) outdir=$OPTARG ;; *) sed -n '2,24p' "$0"; exit 2 ;;
   esac
 done
 case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
 bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
-needed="fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf copy_bandwidth"
+needed="fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf copy_bandwidth"
 for p in $peers; do
   case $p in ompi|oneccl|gloo) ;; *) echo "$0: -p: unknown peer $p (ompi, oneccl, gloo)" >&2; exit 2 ;; esac
 done
@@ -49,12 +49,12 @@ for b in $needed; do
   [ -x "$bin/$b" ] || { echo "$0: $bin/$b is missing: run scripts/setup.sh (it installs Open MPI and Gloo)" >&2; exit 1; }
 done
 if [ -n "$before" ]; then
-  for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf; do
+  for b in fairwayrun all_reduce_perf reduce_scatter_perf all_gather_perf broadcast_perf alltoall_perf; do
     [ -x "$before/$b" ] || { echo "$0: -B $before: $before/$b is missing" >&2; exit 1; }
   done
 fi
 for c in $colls; do
-  case $c in allreduce|reducescatter|allgather) ;; *) echo "$0: unknown collective $c" >&2; exit 2 ;; esac
+  case $c in allreduce|reducescatter|allgather|broadcast|alltoall) ;; *) echo "$0: unknown collective $c" >&2; exit 2 ;; esac
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$outdir"
@@ -93,7 +93,10 @@ nccl_runs_on() {  # $1 ranks; records the reason when it cannot
 }
 
 fairway_binary() {
-  case $1 in allreduce) echo all_reduce_perf ;; reducescatter) echo reduce_scatter_perf ;; allgather) echo all_gather_perf ;; esac
+  case $1 in
+    allreduce) echo all_reduce_perf ;; reducescatter) echo reduce_scatter_perf ;; allgather) echo all_gather_perf ;;
+    broadcast) echo broadcast_perf ;; alltoall) echo alltoall_perf ;;
+  esac
 }
 # Iterations shrink as sizes and rank counts grow so that every timed
 # window lasts about 10 ms or more for the fastest library on 2 ranks, and
@@ -169,7 +172,7 @@ import collections, statistics, sys
 raw, notes, repeats, memory, outdir, copies, before, chosen = sys.argv[1:]
 runs = collections.defaultdict(list)
 def bus_factor(coll, n):  # nccl-tests' formulas; one rank: algbw
-    if n == 1:
+    if n == 1 or coll == "broadcast":
         return 1.0
     return (2.0 if coll == "allreduce" else 1.0) * (n - 1) / n
 for line in open(raw):
@@ -208,7 +211,8 @@ if copy_rates:
 if lines[-1] != "":
     lines.append("")
 data = open(f"{outdir}/compare.dat", "w")
-panels = sorted({(c, np) for c, np, _, _ in runs}, key=lambda k: (["allreduce", "reducescatter", "allgather"].index(k[0]), k[1]))
+order = ["allreduce", "reducescatter", "allgather", "broadcast", "alltoall"]
+panels = sorted({(c, np) for c, np, _, _ in runs}, key=lambda k: (order.index(k[0]), k[1]))
 for coll, np in panels:
     best_column = len(cpu_peers) > 1
     header = (["size"] + [names[lib] for lib in libs] + [f"Fairway / {names[peer]}" for peer in peers] +

@@ -1,4 +1,5 @@
-// Intel oneCCL's collectives (ccl::allreduce, reduce_scatter, allgather)
+// Intel oneCCL's collectives (ccl::allreduce, reduce_scatter, allgather,
+// broadcast from rank 0, alltoall)
 // on host buffers, on the sweep and columns of Fairway's perf binaries,
 // for scripts/compare.sh. scripts/oneccl_peer.sh installs oneCCL and
 // Intel MPI from PyPI and builds this against them; launch it with Intel
@@ -78,6 +79,12 @@ int main(int argc, char** argv) {
         break;
       case Collective::AllGather:
         ccl::allgather(send.data(), recv.data(), block, ccl::datatype::float32, comm).wait();
+        break;
+      case Collective::Broadcast:
+        ccl::broadcast(send.data(), block, ccl::datatype::float32, 0, comm).wait();
+        break;
+      case Collective::AllToAll:
+        ccl::alltoall(send.data(), recv.data(), block, ccl::datatype::float32, comm).wait();
         break;
     }
   };

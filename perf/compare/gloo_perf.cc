@@ -1,11 +1,14 @@
-// Gloo's collectives (allreduce, ReduceScatterHalvingDoubling, allgather)
+// Gloo's collectives (allreduce, ReduceScatterHalvingDoubling, allgather,
+// broadcast from rank 0, alltoall)
 // over its TCP transport on the sweep and columns of Fairway's perf
 // binaries, for scripts/compare.sh. Rank and size come from the launcher's
 // variables (fairwayrun's, torchrun's, Open MPI's or Slurm's); the ranks
 // meet through a Gloo FileStore in PEER_STORE_DIR.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
+#include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
@@ -67,6 +70,21 @@ int main(int argc, char** argv) {
         opts.setInput(send.data(), block);
         opts.setOutput(recv.data(), block * nranks);
         gloo::allgather(opts);
+        break;
+      }
+      case Collective::Broadcast: {
+        // The root sends its output buffer when it is given no input.
+        gloo::BroadcastOptions opts(context);
+        opts.setOutput(send.data(), block);
+        opts.setRoot(0);
+        gloo::broadcast(opts);
+        break;
+      }
+      case Collective::AllToAll: {
+        gloo::AlltoallOptions opts(context);
+        opts.setInput(send.data(), block * nranks);
+        opts.setOutput(recv.data(), block * nranks);
+        gloo::alltoall(opts);
         break;
       }
     }

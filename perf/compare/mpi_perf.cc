@@ -1,5 +1,5 @@
 // Open MPI's collectives (MPI_Allreduce, MPI_Reduce_scatter_block,
-// MPI_Allgather) on the sweep and columns of Fairway's perf binaries, for
+// MPI_Allgather, MPI_Bcast from rank 0, MPI_Alltoall) on the sweep and columns of Fairway's perf binaries, for
 // scripts/compare.sh. Launch with mpirun.
 #include <mpi.h>
 
@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
         break;
       case Collective::AllGather:
         MPI_Allgather(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
+      case Collective::Broadcast:
+        MPI_Bcast(send.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        break;
+      case Collective::AllToAll:
+        MPI_Alltoall(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
         break;
     }
   };

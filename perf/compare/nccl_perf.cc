@@ -1,4 +1,5 @@
-// NCCL's own collectives (ncclAllReduce, ncclReduceScatter, ncclAllGather)
+// NCCL's own collectives (ncclAllReduce, ncclReduceScatter, ncclAllGather,
+// ncclBroadcast, and all-to-all as grouped ncclSend/ncclRecv)
 // on device buffers, on the sweep and columns of Fairway's perf binaries,
 // for scripts/compare.sh -m cuda. Rank, size and local rank come from the
 // launcher's variables; each rank takes the GPU of its local rank (NCCL
@@ -98,6 +99,17 @@ int main(int argc, char** argv) {
         break;
       case Collective::AllGather:
         check(ncclAllGather(send, recv, block, ncclFloat, comm, stream), "ncclAllGather");
+        break;
+      case Collective::Broadcast:
+        check(ncclBroadcast(send, recv, block, ncclFloat, 0, comm, stream), "ncclBroadcast");
+        break;
+      case Collective::AllToAll:  // NCCL has no all-to-all: a group of sends and receives, as nccl-tests does
+        check(ncclGroupStart(), "ncclGroupStart");
+        for (int peer = 0; peer < nranks; ++peer) {
+          check(ncclSend(static_cast<float*>(send) + peer * block, block, ncclFloat, peer, comm, stream), "ncclSend");
+          check(ncclRecv(static_cast<float*>(recv) + peer * block, block, ncclFloat, peer, comm, stream), "ncclRecv");
+        }
+        check(ncclGroupEnd(), "ncclGroupEnd");
         break;
     }
   };

@@ -20,7 +20,7 @@
 
 namespace fairway::peer {
 
-enum class Collective { AllReduce, ReduceScatter, AllGather };
+enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll };
 
 struct Options {
   Collective collective = Collective::AllReduce;
@@ -52,18 +52,27 @@ inline int launcherLocalSize() {
 }
 
 inline const char* collectiveName(Collective c) {
-  return c == Collective::AllReduce ? "allreduce" : c == Collective::ReduceScatter ? "reducescatter" : "allgather";
+  switch (c) {
+    case Collective::AllReduce: return "allreduce";
+    case Collective::ReduceScatter: return "reducescatter";
+    case Collective::AllGather: return "allgather";
+    case Collective::Broadcast: return "broadcast";
+    case Collective::AllToAll: return "alltoall";
+  }
+  return "?";
 }
 
-// nccl-tests: allreduce moves 2(n-1)/n of the buffer per rank, the others (n-1)/n.
+// nccl-tests: allreduce moves 2(n-1)/n of the buffer per rank, broadcast
+// all of it, the others (n-1)/n.
 inline double busFactor(Collective c, int n) {
+  if (c == Collective::Broadcast) return 1.0;
   return (c == Collective::AllReduce ? 2.0 : 1.0) * (n - 1) / n;
 }
 
-// Sizes as in nccl-tests: the whole buffer, which reduce-scatter's input and
-// allgather's output are (n blocks of count / n).
+// Sizes as in nccl-tests: the whole buffer, which reduce-scatter's input,
+// allgather's output and each all-to-all buffer are (n blocks of count / n).
 inline size_t blockCount(Collective c, size_t count, int n) {
-  return c == Collective::AllReduce ? count : count / static_cast<size_t>(n);
+  return c == Collective::AllReduce || c == Collective::Broadcast ? count : count / static_cast<size_t>(n);
 }
 
 inline bool parseOptions(int argc, char** argv, Options* o) {
@@ -74,6 +83,8 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
       if (!std::strcmp(v, "allreduce")) o->collective = Collective::AllReduce;
       else if (!std::strcmp(v, "reducescatter")) o->collective = Collective::ReduceScatter;
       else if (!std::strcmp(v, "allgather")) o->collective = Collective::AllGather;
+      else if (!std::strcmp(v, "broadcast")) o->collective = Collective::Broadcast;
+      else if (!std::strcmp(v, "alltoall")) o->collective = Collective::AllToAll;
       else return false;
     } else if (!std::strcmp(argv[i], "-b")) {
       if (!perf::parseSize(v, &o->minBytes)) return false;
@@ -94,7 +105,7 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
 
 inline void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [-C allreduce|reducescatter|allgather] [-b bytes[K|M|G]] [-e bytes[K|M|G]] [-f factor] "
+               "usage: %s [-C allreduce|reducescatter|allgather|broadcast|alltoall] [-b bytes[K|M|G]] [-e bytes[K|M|G]] [-f factor] "
                "[-n iters] [-w warmup]\n"
                "  -w: warm-up iterations before each size; the first size also warms up for at least %d ms\n",
                argv0, perf::kFirstSizeWarmupMs);
