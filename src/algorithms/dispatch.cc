@@ -136,6 +136,7 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
         FW_RETURN_IF_ERROR(ctx.copy(staged, a.send, a.count * n));
         send = staged;
       }
+      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().alltoall(ctx, send, a.recv, a.count);
       BlockMap blocks;
       blocks.uniform = a.count;
       return pairwiseAlltoall(ctx, send, blocks, a.recv, blocks);

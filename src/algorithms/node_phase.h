@@ -53,6 +53,9 @@ class NodePhase {
   virtual Status broadcast(CollectiveContext& node, void* buf, size_t count, int root);
   virtual Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count);
   virtual Status barrier(CollectiveContext& node);
+  // Block j (blockCount elements) of send goes to local rank j, block j of
+  // recv comes from it; send and recv do not overlap.
+  virtual Status alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
 };
 
 // The ring algorithms over the node's ranks.

@@ -27,6 +27,12 @@ Status NodePhase::allgatherFrom(CollectiveContext& node, const void* own, void* 
 
 Status NodePhase::barrier(CollectiveContext& node) { return disseminationBarrier(node); }
 
+Status NodePhase::alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
+  BlockMap blocks;
+  blocks.uniform = blockCount;
+  return pairwiseAlltoall(node, send, blocks, recv, blocks);
+}
+
 Status NodePhase::allgatherInto(CollectiveContext&, const void*, const OutputBlocks&) {
   return Status(fwInternalError, "a list allgather reached a node provider that takes one buffer");
 }

@@ -140,7 +140,7 @@ Status Communicator::attachSharedMemory() {
   using Window = SharedMemoryNode::SizeWindow;
   const Window allgatherWindow =
       config_.shmSingleCopySet ? Window{config_.shmSingleCopyMin, config_.shmSingleCopyMax}
-                               : SharedMemoryNode::defaultAllgatherSingleCopy(local, messenger_->yieldsWhenIdle());
+                               : SharedMemoryNode::defaultBlockSingleCopy(local, messenger_->yieldsWhenIdle());
   const Window broadcastWindow = config_.shmSingleCopySet ? allgatherWindow : Window{};
   const bool wanted = allgatherWindow.min != 0 || broadcastWindow.min != 0;
   int32_t readable = 0;
@@ -149,7 +149,7 @@ Status Communicator::attachSharedMemory() {
   if (readable == 1) shm->enableSingleCopy(allgatherWindow, broadcastWindow);
   if (localRank == 0) {
     const std::string singleCopy =
-        readable == 1 ? "allgather blocks " +
+        readable == 1 ? "allgather and all-to-all blocks " +
                             (allgatherWindow.max >= kNoUpperEnd
                                  ? "from " + byteText(allgatherWindow.min)
                                  : "of " + byteText(allgatherWindow.min) + "-" + byteText(allgatherWindow.max)) +

@@ -8,7 +8,8 @@ constexpr unsigned kTwoPhaseCollectives =
 constexpr unsigned kCompressedCollectives = bitOf(CollectiveKind::AllReduce) | bitOf(CollectiveKind::ReduceScatter);
 // The collectives the node's segment implements itself.
 constexpr unsigned kSegmentCollectives = kTwoPhaseCollectives | bitOf(CollectiveKind::Broadcast) |
-                                         bitOf(CollectiveKind::Reduce) | bitOf(CollectiveKind::Barrier);
+                                         bitOf(CollectiveKind::Reduce) | bitOf(CollectiveKind::Barrier) |
+                                         bitOf(CollectiveKind::AllToAll);
 
 // Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
 // Rabenseifner never won by more than the run-to-run spread, so it is
@@ -142,7 +143,7 @@ const std::vector<Algorithm>& algorithmsOf(CollectiveKind kind) {
       /* AllGather */ {A::Ring, A::Bruck, A::TwoPhase, A::SharedMemory},
       /* Broadcast */ {A::Binomial, A::Leaders, A::SharedMemory},
       /* Reduce */ {A::Binomial, A::Leaders, A::SharedMemory},
-      /* AllToAll */ {A::Pairwise},
+      /* AllToAll */ {A::Pairwise, A::SharedMemory},
       /* AllToAllv */ {A::Pairwise},
       /* Gather */ {A::Linear},
       /* Scatter */ {A::Linear},

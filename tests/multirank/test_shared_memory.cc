@@ -213,6 +213,43 @@ TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// All-to-all on the segment, in rounds of a 4 KiB chunk (many rounds for
+// the larger blocks) and read in place (single copies from 1 byte), in
+// and out of place, on 3 ranks: block j of rank r lands as block r on
+// rank j, whole.
+TEST_F(SharedMemory, AllToAllInRoundsAndInPlace) {
+  for (const char* singleCopy : {"0", "1"}) {
+    auto outcomes = runRanks(3, [&](const RankContext& ctx) {
+      setenv("FAIRWAY_SHM_CHUNK_BYTES", "4096", 1);
+      setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", singleCopy, 1);
+      fwComm_t comm;
+      if (initOrReport(ctx, &comm)) return 1;
+      int failures = 0;
+      const int n = ctx.nranks;
+      auto value = [](int from, int to, size_t i) { return static_cast<int32_t>(from * 1000003 + to * 7919 + i); };
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1500}, size_t{100003}}) {
+        for (bool inPlace : {false, true}) {
+          std::vector<int32_t> send(count * n), recv(count * n, -1);
+          for (int to = 0; to < n; ++to) {
+            for (size_t i = 0; i < count; ++i) send[to * count + i] = value(ctx.rank, to, i);
+          }
+          int32_t* out = inPlace ? send.data() : recv.data();
+          RANK_CHECK(ctx, fwAllToAll(send.data(), out, count, fwInt32, comm, nullptr) == fwSuccess, "alltoall");
+          for (int from = 0; from < n; ++from) {
+            for (size_t i = 0; i < count; i += (count > 100 ? 97 : 1)) {
+              RANK_CHECK(ctx, out[from * count + i] == value(from, ctx.rank, i), "alltoall value");
+            }
+            RANK_CHECK(ctx, out[from * count + count - 1] == value(from, ctx.rank, count - 1), "alltoall last value");
+          }
+        }
+      }
+      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+      return failures;
+    });
+    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0) << "FAIRWAY_SHM_SINGLE_COPY_BYTES=" << singleCopy;
+  }
+}
+
 // Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES) from 1 byte: every
 // allgather and broadcast reads the owners' buffers in place, in and out
 // of place, blocks that do not divide evenly and every root; the log says
@@ -257,7 +294,7 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   unsetenv("FAIRWAY_DEBUG_SUBSYS");
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
   const std::string text = takeText(log);
-  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, and broadcasts of those sizes"), std::string::npos)
+  EXPECT_NE(text.find("single-copy reads: allgather and all-to-all blocks from 1, and broadcasts of those sizes"), std::string::npos)
       << text;
 }
 

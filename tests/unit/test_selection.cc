@@ -64,7 +64,8 @@ TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
   Selector s = selectorWith({});
   s.setSharedMemory(true);
   for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
-                              CollectiveKind::Broadcast, CollectiveKind::Reduce, CollectiveKind::Barrier}) {
+                              CollectiveKind::Broadcast, CollectiveKind::Reduce, CollectiveKind::Barrier,
+                              CollectiveKind::AllToAll}) {
     for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
       const Selection shm = s.select(keyFor(kind, bytes, &one));
       EXPECT_EQ(shm.algorithm, Algorithm::SharedMemory) << collectiveName(kind) << " " << bytes;
@@ -72,7 +73,7 @@ TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
       EXPECT_EQ(shm.rail, Provider::HostShm);
     }
   }
-  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllToAll, 1024, &one)).algorithm, Algorithm::Pairwise);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllToAllv, 1024, &one)).algorithm, Algorithm::Pairwise);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, nullptr)).algorithm, Algorithm::RecursiveDoubling);
   const Selection twoPhase = s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByFour));
   EXPECT_EQ(twoPhase.algorithm, Algorithm::TwoPhase);

@@ -92,13 +92,13 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 // with a CPU each, allgather blocks of 8 KiB to 16 MiB, both ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kMiB = 1024 * 1024;
-  const auto two = SharedMemoryNode::defaultAllgatherSingleCopy(2, false);
+  const auto two = SharedMemoryNode::defaultBlockSingleCopy(2, false);
   EXPECT_FALSE(two.holds(8 * 1024 - 1));
   EXPECT_TRUE(two.holds(8 * 1024));
   EXPECT_TRUE(two.holds(16 * kMiB));
   EXPECT_FALSE(two.holds(16 * kMiB + 1));
   for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}, std::pair{8, true}}) {
-    const auto none = SharedMemoryNode::defaultAllgatherSingleCopy(ranks, oversubscribed);
+    const auto none = SharedMemoryNode::defaultBlockSingleCopy(ranks, oversubscribed);
     EXPECT_FALSE(none.holds(1 * kMiB)) << ranks << " ranks";
   }
   EXPECT_FALSE(SharedMemoryNode::SizeWindow{}.holds(0));  // the empty window holds nothing

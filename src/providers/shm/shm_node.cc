@@ -81,8 +81,8 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
   return std::clamp(roundBytes / static_cast<size_t>(ranks), kShmChunkBytesPerCpu, mostChunk) & ~size_t{63};
 }
 
-// Measured on 2 ranks with a CPU each (float32, DESIGN.md "Single
-// copies"): one process_vm_readv per block, with peers reading a block
+// Measured on 2 ranks with a CPU each (float32 allgather, DESIGN.md
+// "Single copies"; all-to-all moves the same bytes): one process_vm_readv per block, with peers reading a block
 // while its owner copies it into place, beats the segment's two copies
 // from 8 KiB blocks (32 KiB allgather out of place: 6.0-6.5 GB/s busbw
 // against 3.4-3.5) to 16 MiB ones, and loses from 32 MiB (3.6 against
@@ -91,7 +91,7 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 // every size (a read waits for its owner to be scheduled); more ranks
 // with a CPU each have not been measured, so they keep the two copies.
 // Broadcast's pipelined copies were as fast or faster at most sizes.
-SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed) {
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBlockSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
   return {size_t{8} << 10, size_t{16} << 20};
 }

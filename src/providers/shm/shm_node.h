@@ -65,13 +65,14 @@ class SharedMemoryNode final : public NodePhase {
     size_t min = 0, max = 0;
     bool holds(size_t bytes) const { return min != 0 && bytes >= min && bytes <= max; }
   };
-  // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather blocks of
-  // 8 KiB to 16 MiB with 2 ranks and a CPU each, nothing otherwise (see
-  // the definition); broadcasts never.
-  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed);
-  // allgather: the size of one rank's block; broadcast: the buffer's.
-  void enableSingleCopy(SizeWindow allgather, SizeWindow broadcast) {
-    allgatherSingleCopy_ = allgather;
+  // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather and
+  // all-to-all blocks of 8 KiB to 16 MiB with 2 ranks and a CPU each,
+  // nothing otherwise (see the definition); broadcasts never.
+  static SizeWindow defaultBlockSingleCopy(int ranks, bool oversubscribed);
+  // blocks: the size of one rank's allgather or all-to-all block;
+  // broadcast: the buffer's.
+  void enableSingleCopy(SizeWindow blocks, SizeWindow broadcast) {
+    blockSingleCopy_ = blocks;
     broadcastSingleCopy_ = broadcast;
   }
   int localRank() const { return localRank_; }
@@ -97,6 +98,7 @@ class SharedMemoryNode final : public NodePhase {
   Status broadcast(CollectiveContext& node, void* buf, size_t count, int root) override;
   Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) override;
   Status barrier(CollectiveContext& node) override;
+  Status alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) override;
 
  private:
   // 24 bytes, so the phase and both parities' descriptors share the
@@ -150,6 +152,7 @@ class SharedMemoryNode final : public NodePhase {
   enum Kind : uint32_t {
     kAllreduce = 1, kReduceScatter, kAllgather, kBroadcast, kReduce, kBarrier,
     kAllgatherInPlace, kBroadcastInPlace,  // single-copy reads of the peers' own buffers
+    kAlltoall, kAlltoallInPlace,
   };
 
   Control& control(int rank) const;
@@ -198,6 +201,7 @@ class SharedMemoryNode final : public NodePhase {
   // allgather and broadcast read straight from the owners' buffers.
   Status allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out);
   Status broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root);
+  Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
   // Copies bytes at remote (peer's address space) to local.
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
   // Whether results bound for a buffer of outputBytes bypass the cache:
@@ -211,6 +215,9 @@ class SharedMemoryNode final : public NodePhase {
   // allreduce out of place 64 MiB 6.3 to 8.2 GB/s, 8-rank allgather 4 MiB
   // 2.2 to 3.2) and lose below (2-rank allreduce 1 MiB 10.1 to 8.8).
   static constexpr size_t kStreamingNodeBytes = size_t{32} << 20;
+  // All-to-all blocks from this size go as messages where ranks outnumber
+  // the CPUs (see alltoall's definition).
+  static constexpr size_t kAlltoallMessagesFromBytes = size_t{256} << 10;
   // allreduce (root < 0) or reduce, in rounds or, when small, in one.
   Status reduceInRounds(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // allreduce (root < 0) or reduce of a buffer that fits one round.
@@ -238,7 +245,7 @@ class SharedMemoryNode final : public NodePhase {
   bool yieldWhenIdle_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
   RoundRing inputRing_;
-  SizeWindow allgatherSingleCopy_;
+  SizeWindow blockSingleCopy_;
   SizeWindow broadcastSingleCopy_;
   std::vector<int32_t> pids_;  // of the local ranks
   Descriptor current_{};
