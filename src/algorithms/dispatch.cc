@@ -117,11 +117,11 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       return ringAllgatherInPlace(ctx, a.send, a.recv, a.count);
     }
     case CollectiveKind::Broadcast:
+      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().broadcastFrom(ctx, a.send, a.recv, a.count, a.root);
       if (r == a.root) FW_RETURN_IF_ERROR(ctx.copy(a.recv, a.send, a.count));
       if (algo == Algorithm::Leaders) {
         return leaderBroadcast(ctx, a.recv, a.count, a.root);
       }
-      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().broadcast(ctx, a.recv, a.count, a.root);
       return binomialBroadcast(ctx, a.recv, a.count, a.root);
     case CollectiveKind::Reduce:
       if (algo == Algorithm::Leaders) {

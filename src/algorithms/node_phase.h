@@ -51,6 +51,9 @@ class NodePhase {
   virtual Status reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // buf holds the data on root and receives it everywhere else.
   virtual Status broadcast(CollectiveContext& node, void* buf, size_t count, int root);
+  // The same with root's data in send (it may be recv): by default copied
+  // into recv first; a provider may do both at once.
+  virtual Status broadcastFrom(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   virtual Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count);
   virtual Status barrier(CollectiveContext& node);
   // Block j (blockCount elements) of send goes to local rank j, block j of

@@ -15,6 +15,11 @@ Status NodePhase::broadcast(CollectiveContext& node, void* buf, size_t count, in
   return binomialBroadcast(node, buf, count, root);
 }
 
+Status NodePhase::broadcastFrom(CollectiveContext& node, const void* send, void* recv, size_t count, int root) {
+  if (node.rank() == root) FW_RETURN_IF_ERROR(node.copy(recv, send, count));
+  return broadcast(node, recv, count, root);
+}
+
 Status NodePhase::allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) {
   return ringAllreduce(node, send, recv, count);
 }

@@ -278,8 +278,26 @@ Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own,
 
 // buf holds the data on root and receives it everywhere else.
 Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t count, int root) {
+  return broadcastFrom(node, buf, buf, count, root);
+}
+
+// Out of place, once results stream past the caches, the root copies each
+// piece of send into the segment and into recv in one pass: on 2 ranks 16
+// MiB 8.8 GB/s busbw against 6.0 with recv filled first, 64 MiB 5.8-6.3
+// against 3.9. Below that, filling recv first measured faster (256 KiB
+// 12.1 against 5.7-6.1, 1 MiB 8.5 against 4.4-4.9).
+Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send, void* buf, size_t count,
+                                       int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  bool copyOnRoot = localRank_ == root && send != buf;
+  // A send partly overlapping recv is copied first, as a piece written
+  // into recv could be one still to be read from send.
+  if (copyOnRoot && (overlaps(send, buf, count * es) || broadcastSingleCopy_.holds(count * es) ||
+                     !streams(count * es))) {
+    FW_RETURN_IF_ERROR(node.copy(buf, send, count));
+    copyOnRoot = false;
+  }
   if (broadcastSingleCopy_.holds(count * es)) return broadcastInPlace(node, buf, count, root);
   const size_t perRound = chunkBytes_ / es;
   const bool streaming = streams(count * es);
@@ -287,8 +305,13 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count, length * es));
     if (localRank_ == root) {
-      const char* piece = node.at(buf, first);
-      segmentCopy(shiftedInput(piece, length * es), piece, length * es);
+      char* piece = node.at(buf, first);
+      char* in = shiftedInput(piece, length * es);
+      if (copyOnRoot) {
+        segmentCopyTwice(in, piece, node.at(send, first), length * es, streaming);
+      } else {
+        segmentCopy(in, piece, length * es);
+      }
     }
     post(arrived(round_));
     if (localRank_ != root) {

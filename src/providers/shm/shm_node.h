@@ -96,6 +96,7 @@ class SharedMemoryNode final : public NodePhase {
   Status reduceScatterFrom(CollectiveContext& node, const InputBlocks& in, void* out) override;
   Status reduce(CollectiveContext& node, const void* send, void* recv, size_t count, int root) override;
   Status broadcast(CollectiveContext& node, void* buf, size_t count, int root) override;
+  Status broadcastFrom(CollectiveContext& node, const void* send, void* recv, size_t count, int root) override;
   Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count) override;
   Status barrier(CollectiveContext& node) override;
   Status alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) override;
