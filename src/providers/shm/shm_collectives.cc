@@ -281,11 +281,14 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   return broadcastFrom(node, buf, buf, count, root);
 }
 
-// Out of place, once results stream past the caches, the root copies each
-// piece of send into the segment and into recv in one pass: on 2 ranks 16
-// MiB 8.8 GB/s busbw against 6.0 with recv filled first, 64 MiB 5.8-6.3
-// against 3.9. Below that, filling recv first measured faster (256 KiB
-// 12.1 against 5.7-6.1, 1 MiB 8.5 against 4.4-4.9).
+// Out of place the root never fills recv before the peers can read: once
+// results stream past the caches it copies each piece of send into the
+// segment and into recv in one pass (2 ranks: 16 MiB 8.3-8.8 GB/s busbw
+// against 6.0 with recv filled first, 64 MiB 5.8-6.3 against 3.9); below
+// that, where the two-destination pass measured slower (256 KiB 5.7-6.1
+// against 12.1), it copies each piece into recv after posting it, while
+// the peers copy it out (4 MiB 7.2-7.4 against 6.2-6.6, 1 MiB 8.8
+// against 7.6-8.6, the rest unchanged).
 Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send, void* buf, size_t count,
                                        int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
@@ -293,11 +296,11 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
   bool copyOnRoot = localRank_ == root && send != buf;
   // A send partly overlapping recv is copied first, as a piece written
   // into recv could be one still to be read from send.
-  if (copyOnRoot && (overlaps(send, buf, count * es) || broadcastSingleCopy_.holds(count * es) ||
-                     !streams(count * es))) {
+  if (copyOnRoot && (overlaps(send, buf, count * es) || broadcastSingleCopy_.holds(count * es))) {
     FW_RETURN_IF_ERROR(node.copy(buf, send, count));
     copyOnRoot = false;
   }
+  const bool copyAfter = copyOnRoot && !streams(count * es);
   if (broadcastSingleCopy_.holds(count * es)) return broadcastInPlace(node, buf, count, root);
   const size_t perRound = chunkBytes_ / es;
   const bool streaming = streams(count * es);
@@ -307,13 +310,16 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
     if (localRank_ == root) {
       char* piece = node.at(buf, first);
       char* in = shiftedInput(piece, length * es);
-      if (copyOnRoot) {
+      if (copyAfter) {
+        segmentCopy(in, node.at(send, first), length * es);
+      } else if (copyOnRoot) {
         segmentCopyTwice(in, piece, node.at(send, first), length * es, streaming);
       } else {
         segmentCopy(in, piece, length * es);
       }
     }
     post(arrived(round_));
+    if (copyAfter) std::memcpy(node.at(buf, first), node.at(send, first), length * es);
     if (localRank_ != root) {
       FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
       const char* theirs = nullptr;
