@@ -213,31 +213,37 @@ TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
-// Out-of-place broadcasts large enough for streaming stores, where the
-// root fills the segment and its recv in one pass: every rank's recv holds
-// the root's send, and the root's send is untouched.
-TEST_F(SharedMemory, OutOfPlaceBroadcastPastTheCaches) {
-  auto outcomes = runRanks(2, [&](const RankContext& ctx) {
-    fwComm_t comm;
-    if (initOrReport(ctx, &comm)) return 1;
-    int failures = 0;
-    const size_t count = size_t{5} << 20;  // 20 MiB of int32, several rounds
-    for (int root = 0; root < ctx.nranks; ++root) {
-      std::vector<int32_t> send(count), recv(count, -1);
-      for (size_t i = 0; i < count; ++i) send[i] = static_cast<int32_t>(root * 1000003 + i);
-      RANK_CHECK(ctx, fwBroadcast(send.data(), recv.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
-                 "broadcast");
-      size_t wrong = 0;
-      for (size_t i = 0; i < count; ++i) wrong += recv[i] != static_cast<int32_t>(root * 1000003 + i);
-      RANK_CHECK(ctx, wrong == 0, "broadcast value");
-      if (ctx.rank == root) {
-        for (size_t i = 0; i < count; i += 4099) RANK_CHECK(ctx, send[i] == static_cast<int32_t>(root * 1000003 + i), "send kept");
+// Out-of-place broadcasts in many rounds: large enough for streaming
+// stores (the root fills the segment and its recv in one pass), and
+// smaller ones in rounds of a 4 KiB chunk (the root copies each piece to
+// recv after posting it): every rank's recv holds the root's send, and
+// the root's send is untouched.
+TEST_F(SharedMemory, OutOfPlaceBroadcastInRounds) {
+  for (const char* chunk : {"auto", "4096"}) {
+    auto outcomes = runRanks(2, [&](const RankContext& ctx) {
+      setenv("FAIRWAY_SHM_CHUNK_BYTES", chunk, 1);
+      fwComm_t comm;
+      if (initOrReport(ctx, &comm)) return 1;
+      int failures = 0;
+      // 20 MiB of int32 in rounds of 1 MiB, or 400 KB in rounds of 4 KiB.
+      const size_t count = std::string(chunk) == "auto" ? size_t{5} << 20 : size_t{100003};
+      for (int root = 0; root < ctx.nranks; ++root) {
+        std::vector<int32_t> send(count), recv(count, -1);
+        for (size_t i = 0; i < count; ++i) send[i] = static_cast<int32_t>(root * 1000003 + i);
+        RANK_CHECK(ctx, fwBroadcast(send.data(), recv.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
+                   "broadcast");
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) wrong += recv[i] != static_cast<int32_t>(root * 1000003 + i);
+        RANK_CHECK(ctx, wrong == 0, "broadcast value");
+        if (ctx.rank == root) {
+          for (size_t i = 0; i < count; i += 4099) RANK_CHECK(ctx, send[i] == static_cast<int32_t>(root * 1000003 + i), "send kept");
+        }
       }
-    }
-    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
-    return failures;
-  });
-  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+      return failures;
+    });
+    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0) << "FAIRWAY_SHM_CHUNK_BYTES=" << chunk;
+  }
 }
 
 // All-to-all on the segment, in rounds of a 4 KiB chunk (many rounds for
