@@ -236,7 +236,9 @@ TEST_F(SharedMemory, OutOfPlaceBroadcastInRounds) {
         for (size_t i = 0; i < count; ++i) wrong += recv[i] != static_cast<int32_t>(root * 1000003 + i);
         RANK_CHECK(ctx, wrong == 0, "broadcast value");
         if (ctx.rank == root) {
-          for (size_t i = 0; i < count; i += 4099) RANK_CHECK(ctx, send[i] == static_cast<int32_t>(root * 1000003 + i), "send kept");
+          for (size_t i = 0; i < count; i += 4099) {
+            RANK_CHECK(ctx, send[i] == static_cast<int32_t>(root * 1000003 + i), "send kept");
+          }
         }
       }
       RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
