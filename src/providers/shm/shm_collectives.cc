@@ -319,7 +319,7 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
       }
     }
     post(arrived(round_));
-    if (copyAfter) std::memcpy(node.at(buf, first), node.at(send, first), length * es);
+    if (copyAfter) resultCopy(node.at(buf, first), node.at(send, first), length * es, false);
     if (localRank_ != root) {
       FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
       const char* theirs = nullptr;
@@ -361,7 +361,7 @@ Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, voi
       if (q != localRank_) segmentCopy(area + q * bytes, in + at(q, first), bytes);
     }
     post(arrived(round_));
-    std::memcpy(out + at(localRank_, first), in + at(localRank_, first), bytes);
+    resultCopy(out + at(localRank_, first), in + at(localRank_, first), bytes, streaming);
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
       FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
@@ -381,7 +381,7 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
   post(arrived(round_));
   char* out = static_cast<char*>(recv);
-  std::memcpy(out + localRank_ * bytes, static_cast<const char*>(send) + localRank_ * bytes, bytes);
+  resultCopy(out + localRank_ * bytes, static_cast<const char*>(send) + localRank_ * bytes, bytes, false);
   Status st;
   for (int step = 1; step < ranks_ && st.isOk(); ++step) {
     const int q = (localRank_ + step) % ranks_;
