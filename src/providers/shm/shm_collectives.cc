@@ -293,17 +293,18 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
                                        int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
+  const bool readInPlace = broadcastSingleCopy_.holds(count * es);
+  const bool streaming = streams(count * es);
   bool copyOnRoot = localRank_ == root && send != buf;
   // A send partly overlapping recv is copied first, as a piece written
   // into recv could be one still to be read from send.
-  if (copyOnRoot && (overlaps(send, buf, count * es) || broadcastSingleCopy_.holds(count * es))) {
+  if (copyOnRoot && (overlaps(send, buf, count * es) || readInPlace)) {
     FW_RETURN_IF_ERROR(node.copy(buf, send, count));
     copyOnRoot = false;
   }
-  const bool copyAfter = copyOnRoot && !streams(count * es);
-  if (broadcastSingleCopy_.holds(count * es)) return broadcastInPlace(node, buf, count, root);
+  if (readInPlace) return broadcastInPlace(node, buf, count, root);
+  const bool copyAfter = copyOnRoot && !streaming;
   const size_t perRound = chunkBytes_ / es;
-  const bool streaming = streams(count * es);
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kBroadcast, root, count, length * es));
@@ -372,37 +373,47 @@ Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, voi
   return Status::ok();
 }
 
-// One round, as allgatherInPlace: every rank publishes its send buffer and
-// reads its own block of each peer's from there.
-Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
-  const size_t es = node.elementSize();
-  const size_t bytes = blockCount * es;
-  FW_RETURN_IF_ERROR(beginRound(node, kAlltoallInPlace, -1, blockCount, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
+// One round of single-copy reads: this rank publishes `published`, runs
+// copyOwn while its peers read from it, reads from each peer's published
+// address (readFrom(q, address); the next peer first, so ranks do not all
+// read one at once), and returns only once every peer has read from it.
+template <typename CopyOwn, typename ReadFrom>
+Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count,
+                                         const void* published, CopyOwn copyOwn, ReadFrom readFrom) {
+  FW_RETURN_IF_ERROR(beginRound(node, kind, -1, count, 0));
+  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
   post(arrived(round_));
-  char* out = static_cast<char*>(recv);
-  resultCopy(out + localRank_ * bytes, static_cast<const char*>(send) + localRank_ * bytes, bytes, false);
-  Status st;
-  for (int step = 1; step < ranks_ && st.isOk(); ++step) {
+  FW_RETURN_IF_ERROR(copyOwn());
+  for (int step = 1; step < ranks_; ++step) {
     const int q = (localRank_ + step) % ranks_;
-    st = await(q, arrived(round_), true);
-    if (!st.isOk()) break;
-    const uint64_t theirs = control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed);
-    st = readPeer(q, out + q * bytes, theirs + localRank_ * bytes, bytes);
+    FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
+    FW_RETURN_IF_ERROR(readFrom(q, control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed)));
   }
-  if (!st.isOk()) return st;
   post(finished(round_));
-  st = awaitAll(finished(round_), false);
+  Status st = awaitAll(finished(round_), false);
   ++round_;
   return st;
 }
 
-// One round: every rank publishes where its block lies, reads each
-// peer's block from there (the next peer first, so ranks do not all read
-// one at once), and returns only once every peer has read its block. Out
-// of place the block published is the caller's own, so peers read it
-// while this rank copies it into its place in out; a block partly
-// overlapping its place is copied first and published there.
+// Every rank publishes its send buffer and reads its own block of each
+// peer's from there.
+Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
+  const size_t bytes = blockCount * node.elementSize();
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  return singleCopyRound(
+      node, kAlltoallInPlace, blockCount, send,
+      [&] {
+        resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, false);
+        return Status::ok();
+      },
+      [&](int q, uint64_t theirs) { return readPeer(q, out + q * bytes, theirs + localRank_ * bytes, bytes); });
+}
+
+// Every rank publishes its block and reads each peer's. Out of place the
+// block published is the caller's own, so peers read it while this rank
+// copies it into its place in out; a block partly overlapping its place
+// is copied first and published there.
 Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out) {
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = out.layout();
@@ -411,23 +422,10 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
   const bool copyFirst = own != ownInOut && overlaps(own, ownInOut, ownCount * es);
   if (copyFirst) FW_RETURN_IF_ERROR(node.copy(ownInOut, own, ownCount));
   const void* published = copyFirst ? ownInOut : own;
-  FW_RETURN_IF_ERROR(beginRound(node, kAllgatherInPlace, -1, blocks.count, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
-  post(arrived(round_));
-  Status st;
-  if (published != ownInOut) st = node.copy(ownInOut, own, ownCount);
-  for (int step = 1; step < ranks_ && st.isOk(); ++step) {
-    const int q = (localRank_ + step) % ranks_;
-    st = await(q, arrived(round_), true);
-    if (!st.isOk()) break;
-    const uint64_t theirs = control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed);
-    st = readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es);
-  }
-  if (!st.isOk()) return st;
-  post(finished(round_));
-  st = awaitAll(finished(round_), false);
-  ++round_;
-  return st;
+  return singleCopyRound(
+      node, kAllgatherInPlace, blocks.count, published,
+      [&] { return published == ownInOut ? Status::ok() : node.copy(ownInOut, own, ownCount); },
+      [&](int q, uint64_t theirs) { return readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es); });
 }
 
 // The root publishes its buffer; every other rank reads all of it.

@@ -199,10 +199,14 @@ class SharedMemoryNode final : public NodePhase {
   Status slowWait(int peer, uint32_t phase);
   Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
-  // allgather and broadcast read straight from the owners' buffers.
+  // allgather, broadcast and all-to-all read straight from the owners' buffers.
   Status allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out);
   Status broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root);
   Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
+  // The round allgatherInPlace and alltoallInPlace run (see the definition).
+  template <typename CopyOwn, typename ReadFrom>
+  Status singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count, const void* published,
+                         CopyOwn copyOwn, ReadFrom readFrom);
   // Copies bytes at remote (peer's address space) to local.
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
   // Whether results bound for a buffer of outputBytes bypass the cache:
