@@ -114,8 +114,15 @@ ranges=("8 2048 50000 1000 100" "4096 65536 20000 400 100" "131072 1048576 5000 
 scaled() { local v=$(( $1 * 2 / $2 )); (( v < $3 )) && v=$3; echo "$v"; }
 # Columns of the perf output: size is $1, out-of-place time (us) is $6;
 # busbw is computed from the time (the printed one has two decimals).
+# Fairway's binaries also time the call in place ($10; N/A where the
+# collective has none), recorded as LIB-inplace.
 # Rows only: oneCCL writes its warnings to standard output.
-collect() { awk -v lib="$1" -v np="$2" -v c="$3" '$1 ~ /^[0-9]+$/ && NF >= 8 {print lib, np, c, $1, $6}' >> "$raw"; }
+collect() {
+  awk -v lib="$1" -v np="$2" -v c="$3" '$1 ~ /^[0-9]+$/ && NF >= 8 {
+    print lib, np, c, $1, $6
+    if (NF >= 12 && $10 ~ /^[0-9.]+$/) print lib "-inplace", np, c, $1, $10
+  }' >> "$raw"
+}
 
 for np in $ranks; do
   with_nccl=false
@@ -167,9 +174,10 @@ for np in $ranks; do
   done
 done
 
-python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" "$peers" <<'PY'
+python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" "$peers" "$(nproc)" <<'PY'
 import collections, statistics, sys
-raw, notes, repeats, memory, outdir, copies, before, chosen = sys.argv[1:]
+raw, notes, repeats, memory, outdir, copies, before, chosen, cores = sys.argv[1:]
+cores = int(cores)
 runs = collections.defaultdict(list)
 def bus_factor(coll, n):  # nccl-tests' formulas; one rank: algbw
     if n == 1 or coll == "broadcast":
@@ -180,10 +188,24 @@ for line in open(raw):
     busbw = int(size) / float(time_us) / 1e3 * bus_factor(coll, int(np))
     runs[(coll, int(np), int(size), lib)].append(busbw)
 names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "oneccl": "oneCCL", "gloo": "Gloo",
-         "before": "before"}
-libs = (["fairway"] + (["nccl"] if memory == "cuda" and not before else []) +
+         "before": "before", "fairway-inplace": "Fairway in place"}
+# The memory bound (docs/performance.md, "The memory bound"): a rank must
+# read its input and write its output once, N times these bytes for the
+# nccl-tests size N (a broadcast's root, out of place, both; every other
+# rank writes N); one core moves 2B bytes a second doing so, B being its
+# memcpy rate (a copy reads and writes each byte), and with more ranks
+# than cores each core serves n / cores of them. Bound busbw = bus factor
+# x N / time.
+def traffic(coll, n):
+    return {"allreduce": 2.0, "reducescatter": 1 + 1 / n, "allgather": 1 + 1 / n, "broadcast": 2.0,
+            "alltoall": 2.0}[coll]
+def bound(coll, n, copy):
+    return bus_factor(coll, n) * 2 * copy / traffic(coll, n) / max(1.0, n / cores)
+BOUND_FROM = 4 << 20  # past a core's share of L2; the copy yardstick itself may run in a large L3
+inplace = ["fairway-inplace"] if memory == "host" and not before else []
+libs = (["fairway"] + inplace + (["nccl"] if memory == "cuda" and not before else []) +
         (["before"] if before else [p for p in ("ompi", "oneccl", "gloo") if p in chosen.split()]))
-peers = libs[1:]
+peers = libs[1 + len(inplace):]
 # The CPU libraries Fairway is to lead: the best of them per size.
 cpu_peers = [p for p in ("ompi", "oneccl") if p in libs]
 def human(n):
@@ -200,14 +222,22 @@ lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas; a
          f"{repeats} interleaved runs per library; {peers_text}", ""]
 lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
 copy_rates = [float(line.split()[1]) for line in open(copies) if line.strip()]
-if copy_rates:
-    copy = statistics.median(copy_rates)
+copy = statistics.median(copy_rates) if copy_rates and memory == "host" and not before else None
+if copy:
     note = f"single-core memcpy of 64 MiB: {copy:.2f} GB/s (median of {len(copy_rates)}, one per repeat)"
     ar = [float(l.split()[4]) for l in open(raw) if l.split()[:4] == ["fairway", "2", "allreduce", str(64 << 20)]]
     if ar:
         busbw = statistics.median((64 << 20) / t / 1e3 for t in ar)
         note += f"; Fairway's 2-rank 64 MiB allreduce busbw {busbw:.2f} GB/s is {100 * busbw / copy:.0f}% of it"
     lines.append(f"- {note}")
+    lines.append(f"- bound: the busbw at which each rank reads its input and writes its output once at that "
+                 f"memcpy rate, its {cores} cores shared among the ranks (docs/performance.md, \"The memory "
+                 f"bound\"); Fairway's fraction of it from {human(BOUND_FROM)}, past a core's share of L2 (over 1 where "
+                 f"a buffer runs faster in L3 than the 64 MiB copy)")
+if inplace:
+    lines.append("- Fairway in place: the same calls with the result written over the input. Open MPI's and "
+                 "oneCCL's broadcast have one buffer, so they are in place, and their broadcast tables compare "
+                 "Fairway in place with them too; the peers' other calls run out of place")
 if lines[-1] != "":
     lines.append("")
 data = open(f"{outdir}/compare.dat", "w")
@@ -215,8 +245,12 @@ order = ["allreduce", "reducescatter", "allgather", "broadcast", "alltoall"]
 panels = sorted({(c, np) for c, np, _, _ in runs}, key=lambda k: (order.index(k[0]), k[1]))
 for coll, np in panels:
     best_column = len(cpu_peers) > 1
+    best_name = " and ".join(names[p] for p in cpu_peers)
+    in_place_ratio = bool(inplace and cpu_peers) and coll == "broadcast"
     header = (["size"] + [names[lib] for lib in libs] + [f"Fairway / {names[peer]}" for peer in peers] +
-              (["Fairway / best of " + " and ".join(names[p] for p in cpu_peers)] if best_column else []))
+              (["Fairway / best of " + best_name] if best_column else []) +
+              (["Fairway in place / best of " + best_name] if in_place_ratio else []) +
+              (["bound", "Fairway / bound"] if copy else []))
     lines += [f"### {coll}, {np} ranks", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     data.write(f"# {coll}, {np} ranks\n")
     for size in sorted({s for c, n, s, _ in runs if (c, n) == (coll, np)}):
@@ -225,9 +259,14 @@ for coll, np in panels:
         ratio = lambda peer: f"{med['fairway'] / med[peer]:.2f}" if med["fairway"] and med[peer] else "-"
         cell = lambda lib: (f"{med[lib]:.2f}" if med[lib] >= 0.1 else f"{med[lib]:.4f}") if med[lib] is not None else "-"
         row = [human(size)] + [cell(lib) for lib in libs] + [ratio(peer) for peer in peers]
+        best = [med[p] for p in cpu_peers if med[p]]
         if best_column:
-            best = [med[p] for p in cpu_peers if med[p]]
             row.append(f"{med['fairway'] / max(best):.2f}" if med["fairway"] and best else "-")
+        if in_place_ratio:
+            row.append(f"{med['fairway-inplace'] / max(best):.2f}" if med["fairway-inplace"] and best else "-")
+        if copy:
+            limit = bound(coll, np, copy)
+            row += [f"{limit:.2f}", f"{med['fairway'] / limit:.2f}" if med["fairway"] and size >= BOUND_FROM else "-"]
         lines.append("| " + " | ".join(row) + " |")
         data.write(f"{size} " + " ".join(f"{med[lib]:.4f}" if med[lib] is not None else "NaN" for lib in libs) + "\n")
     data.write("\n\n")

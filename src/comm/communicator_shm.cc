@@ -141,19 +141,23 @@ Status Communicator::attachSharedMemory() {
   const Window allgatherWindow =
       config_.shmSingleCopySet ? Window{config_.shmSingleCopyMin, config_.shmSingleCopyMax}
                                : SharedMemoryNode::defaultBlockSingleCopy(local, messenger_->yieldsWhenIdle());
-  const Window broadcastWindow = config_.shmSingleCopySet ? allgatherWindow : Window{};
+  const Window broadcastWindow =
+      config_.shmSingleCopySet ? allgatherWindow
+                               : SharedMemoryNode::defaultBroadcastSingleCopy(local, messenger_->yieldsWhenIdle());
   const bool wanted = allgatherWindow.min != 0 || broadcastWindow.min != 0;
   int32_t readable = 0;
   FW_RETURN_IF_ERROR(everyRank(wanted && shm->canReadPeers() ? 1 : 0, base + 2, "checking single-copy reads",
                                &readable));
   if (readable == 1) shm->enableSingleCopy(allgatherWindow, broadcastWindow);
   if (localRank == 0) {
+    const auto sizes = [](Window w) {
+      return w.min == 0 ? std::string("none")
+             : w.max >= kNoUpperEnd ? "from " + byteText(w.min)
+                                    : "of " + byteText(w.min) + "-" + byteText(w.max);
+    };
     const std::string singleCopy =
-        readable == 1 ? "allgather and all-to-all blocks " +
-                            (allgatherWindow.max >= kNoUpperEnd
-                                 ? "from " + byteText(allgatherWindow.min)
-                                 : "of " + byteText(allgatherWindow.min) + "-" + byteText(allgatherWindow.max)) +
-                            (broadcastWindow.min != 0 ? ", and broadcasts of those sizes" : "")
+        readable == 1 ? "allgather and all-to-all blocks " + sizes(allgatherWindow) + ", broadcasts " +
+                            sizes(broadcastWindow)
         : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
                                                              : "off (measured slower for this node's ranks)")
                       : "off (a rank may not read another's memory: ptrace permission)";

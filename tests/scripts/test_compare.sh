@@ -17,17 +17,26 @@ FAIRWAY_RANK=0 FAIRWAY_WORLD_SIZE=1 PEER_STORE_DIR=$peer_store "$FAIRWAY_BIN/glo
 echo "ok: peer sizes parsed strictly"
 
 "$compare" -r 1 -n 2 -c "allreduce allgather" -b 4K -e 16K -o "$out" || { echo "FAIL: compare.sh failed"; exit 1; }
-# Fairway, Open MPI, oneCCL (installed from PyPI by the script), Gloo, a
-# ratio to each peer and to the best of Open MPI and oneCCL.
-rows=$(grep -cE '^\| [0-9]+ KiB( \| [0-9.]+){8} \|$' "$out/compare.md")
+# Fairway out of place and in place, Open MPI, oneCCL (installed from
+# PyPI by the script), Gloo, a ratio to each peer and to the best of Open
+# MPI and oneCCL, the memory bound (its fraction only from 4 MiB).
+rows=$(grep -cE '^\| [0-9]+ KiB( \| [0-9.]+){10} \| - \|$' "$out/compare.md")
 [ "$rows" -eq 6 ] || { echo "FAIL: expected 6 complete rows (2 collectives x 3 sizes), found $rows"; cat "$out/compare.md"; exit 1; }
-grep -q '| size | Fairway | Open MPI | oneCCL | Gloo | .* | Fairway / best of Open MPI and oneCCL |' "$out/compare.md" ||
-  { echo "FAIL: no oneCCL column or no best-peer ratio"; cat "$out/compare.md"; exit 1; }
+grep -q '| size | Fairway | Fairway in place | Open MPI | oneCCL | Gloo | .* | Fairway / best of Open MPI and oneCCL | bound | Fairway / bound |' "$out/compare.md" ||
+  { echo "FAIL: no oneCCL, in-place or bound column or no best-peer ratio"; cat "$out/compare.md"; exit 1; }
 grep -q 'oneCCL 2022.1.2 over Intel MPI' "$out/compare.md" || { echo "FAIL: the table does not say how oneCCL ran"; exit 1; }
 if command -v gnuplot >/dev/null; then
   [ -s "$out/compare.png" ] || { echo "FAIL: no plot"; exit 1; }
 fi
 echo "ok: $rows host rows"
+
+# The bound's fraction from 4 MiB: 2-rank allreduce, whose bound is the
+# copy rate itself (each rank reads and writes the buffer once).
+"$compare" -r 1 -n 2 -c allreduce -b 4M -e 4M -p "" -o "$out/bound" > /dev/null || { echo "FAIL: compare.sh -p '' failed"; exit 1; }
+copy=$(sed -n 's/^- single-core memcpy of 64 MiB: \([0-9.]*\) GB.*/\1/p' "$out/bound/compare.md")
+grep -qE "^\| 4 MiB \| [0-9.]+ \| [0-9.]+ \| $copy \| [0-9.]+ \|$" "$out/bound/compare.md" ||
+  { echo "FAIL: no 4 MiB row with the bound ($copy) and a fraction"; cat "$out/bound/compare.md"; exit 1; }
+echo "ok: the bound and Fairway's fraction of it"
 
 # -B: this build against another build's binaries (here the same ones),
 # one rank included (algbw): two columns and their ratio, no peers.

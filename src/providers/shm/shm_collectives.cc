@@ -298,11 +298,11 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
   bool copyOnRoot = localRank_ == root && send != buf;
   // A send partly overlapping recv is copied first, as a piece written
   // into recv could be one still to be read from send.
-  if (copyOnRoot && (overlaps(send, buf, count * es) || readInPlace)) {
+  if (copyOnRoot && overlaps(send, buf, count * es)) {
     FW_RETURN_IF_ERROR(node.copy(buf, send, count));
     copyOnRoot = false;
   }
-  if (readInPlace) return broadcastInPlace(node, buf, count, root);
+  if (readInPlace) return broadcastInPlace(node, copyOnRoot ? send : buf, buf, count, root);
   const bool copyAfter = copyOnRoot && !streaming;
   const size_t perRound = chunkBytes_ / es;
   for (size_t first = 0; first < count; first += perRound, ++round_) {
@@ -428,10 +428,13 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
       [&](int q, uint64_t theirs) { return readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es); });
 }
 
-// The root publishes its buffer; every other rank reads all of it.
-Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root) {
+// The root publishes `published` (its send buffer out of place, buf in
+// place) and, out of place, copies it into buf while the others read all
+// of it from there.
+Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* published, void* buf, size_t count,
+                                          int root) {
   FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(buf), std::memory_order_relaxed);
+  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
   post(arrived(round_));
   Status st;
   if (localRank_ != root) {
@@ -442,8 +445,10 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, void* buf, si
     }
     if (st.isOk()) post(finished(round_));
   } else {
+    if (published != buf) st = node.copy(buf, published, count);
     post(finished(round_));
-    st = awaitAll(finished(round_), false);
+    const Status read = awaitAll(finished(round_), false);
+    if (st.isOk()) st = read;
   }
   ++round_;
   return st;

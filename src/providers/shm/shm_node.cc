@@ -90,10 +90,25 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 // behind the segment's. With more ranks than CPUs it lost or tied at
 // every size (a read waits for its owner to be scheduled); more ranks
 // with a CPU each have not been measured, so they keep the two copies.
-// Broadcast's pipelined copies were as fast or faster at most sizes.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBlockSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
   return {size_t{8} << 10, size_t{16} << 20};
+}
+
+// Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
+// DESIGN.md "Single copies"): the other rank reading the root's buffer
+// beats the segment's pipelined copies from 16 KiB (9.2-9.8 GB/s against
+// 5.7-7.6) to 32 MiB out of place, where the root copies send into recv
+// while it is read (4 MiB 11.0 against 6.9, 32 MiB 9.4 against 8.3), and
+// to 2 MiB in place (512 KiB 22.3 against 17.0); in place the pipelined
+// copies are ahead from 4 MiB by less (4-32 MiB 10.6-11.6 against
+// 9.6-10.6) than they are behind out of place, and the window cannot
+// depend on it: only the root knows whether its call is in place. At 64
+// MiB the pipelined copies win both ways (10.7 and 7.1 against 5.2 and
+// 5.8); below 16 KiB the read's system call costs more than the copy.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
+  if (ranks != 2 || oversubscribed) return {};
+  return {size_t{16} << 10, size_t{32} << 20};
 }
 
 size_t SharedMemoryNode::segmentBytes(int ranks, size_t chunkBytes) {

@@ -67,8 +67,12 @@ class SharedMemoryNode final : public NodePhase {
   };
   // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather and
   // all-to-all blocks of 8 KiB to 16 MiB with 2 ranks and a CPU each,
-  // nothing otherwise (see the definition); broadcasts never.
+  // nothing otherwise (see the definition).
   static SizeWindow defaultBlockSingleCopy(int ranks, bool oversubscribed);
+  // Broadcasts likewise: 2 ranks with a CPU each, 16 KiB to 32 MiB (see
+  // the definition). One window whether the root's call is in place or
+  // not, as the other ranks cannot tell.
+  static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed);
   // blocks: the size of one rank's allgather or all-to-all block;
   // broadcast: the buffer's.
   void enableSingleCopy(SizeWindow blocks, SizeWindow broadcast) {
@@ -201,7 +205,7 @@ class SharedMemoryNode final : public NodePhase {
   Status checkContext(const CollectiveContext& node) const;
   // allgather, broadcast and all-to-all read straight from the owners' buffers.
   Status allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out);
-  Status broadcastInPlace(CollectiveContext& node, void* buf, size_t count, int root);
+  Status broadcastInPlace(CollectiveContext& node, const void* published, void* buf, size_t count, int root);
   Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
   // The round allgatherInPlace and alltoallInPlace run (see the definition).
   template <typename CopyOwn, typename ReadFrom>
