@@ -340,8 +340,8 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
 }
 
 // Rounds of every size one after another, so each input region is placed
-// after regions of other sizes (round_ring.h): on 2 ranks rounds from 32
-// KiB walk the ring, on 3 they keep to its halves. Every value is checked,
+// after regions of other sizes (round_ring.h): on 2 ranks rounds from 4
+// or 32 KiB (by CPU) walk the ring, on 3 they keep to its halves. Every value is checked,
 // and one rank now and then falls behind, so a region written while a
 // peer still read it would show. The buffers sit at a different offset
 // from a cache line on each rank and in each call, so a round of copies

@@ -25,9 +25,9 @@ bool overlap(Region a, Region b) {
 
 // Places `rounds` random sizes (0 to a chunk, skewed towards the edges
 // the rule halves at) and checks every placement.
-void checkRandomRounds(size_t chunkBytes, bool walk, unsigned seed, int rounds) {
+void checkRandomRounds(size_t chunkBytes, bool walk, size_t walkFrom, unsigned seed, int rounds) {
   std::mt19937_64 random(seed);
-  RoundRing ring(chunkBytes, walk);
+  RoundRing ring(chunkBytes, walk, walkFrom);
   Region last{0, 0};
   for (int g = 0; g < rounds; ++g) {
     size_t bytes = 0;
@@ -44,12 +44,13 @@ void checkRandomRounds(size_t chunkBytes, bool walk, unsigned seed, int rounds) 
     const size_t span = spans[random() % 7];
     const size_t at = ring.place(bytes, span);
     const Region region{at, bytes == 0 ? 0 : bytes + RoundRing::kSlackBytes};
-    SCOPED_TRACE("chunk " + std::to_string(chunkBytes) + (walk ? ", walking" : "") + ", span " +
+    SCOPED_TRACE("chunk " + std::to_string(chunkBytes) + (walk ? ", walking from " + std::to_string(walkFrom) : "") +
+                 ", span " +
                  std::to_string(span) + ", round " +
                  std::to_string(g) + ": " + std::to_string(bytes) + " bytes at " + std::to_string(at) +
                  ", the last round's " + std::to_string(last.bytes) + " at " + std::to_string(last.at));
     ASSERT_EQ(ring.at(), at);
-    ASSERT_LE(at + region.bytes, RoundRing::areaBytes(chunkBytes, walk));
+    ASSERT_LE(at + region.bytes, RoundRing::areaBytes(chunkBytes, walk, walkFrom));
     if (chunkBytes % 64 == 0) {
       ASSERT_EQ(at % 64, 0u);
     }
@@ -61,7 +62,12 @@ void checkRandomRounds(size_t chunkBytes, bool walk, unsigned seed, int rounds) 
 TEST(RoundRing, ConsecutiveRoundsNeverOverlapAndStayInside) {
   for (size_t chunk : {size_t{4096}, size_t{262144}, size_t{262144 + 64}, size_t{100000}, size_t{4097},
                        size_t{1} << 22}) {
-    for (bool walk : {true, false}) checkRandomRounds(chunk, walk, static_cast<unsigned>(chunk + walk), 20000);
+    for (bool walk : {true, false}) {
+      // Walking from the two sizes the CPUs use (round_ring.h).
+      for (size_t walkFrom : {RoundRing::kWalkFromBytes, RoundRing::kWalkFromBytesIntel}) {
+        checkRandomRounds(chunk, walk, walkFrom, static_cast<unsigned>(chunk + walk + walkFrom), 20000);
+      }
+    }
   }
 }
 
@@ -129,6 +135,17 @@ TEST(RoundRing, ASpanKeepsSmallerPiecesNearTheStart) {
   // The last round holds the start: the next goes on past it though beyond the span.
   EXPECT_EQ(placed(kMiB, RoundRing::kNearSpanBytes), 0u);
   EXPECT_EQ(placed(131072, RoundRing::kNearSpanBytes), kMiB);
+}
+
+// Walking from 4 KiB (Intel CPUs): the unit is 4 KiB, so rounds of 4 KiB
+// and more walk (each a unit or more further on) and smaller ones keep to
+// the halves.
+TEST(RoundRing, WalkingFromFourKiBWalksRoundsOfFourKiB) {
+  RoundRing ring(262144, true, RoundRing::kWalkFromBytesIntel);
+  EXPECT_EQ(RoundRing::areaBytes(262144, true, RoundRing::kWalkFromBytesIntel),
+            2 * 262144 + 128 * RoundRing::kSlackBytes);
+  expectPlaces(ring, 4096, {{4096, 0}, {4096, 4096}, {8192, 8192}, {4095, 262144}, {4096, 266240}, {4095, 0},
+                            {2048, 262144}});
 }
 
 // Without walking, every round alternates between the halves.

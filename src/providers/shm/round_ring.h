@@ -43,10 +43,24 @@ namespace fairway {
 class RoundRing {
  public:
   // Smaller rounds keep to the ring's two halves even when walking: their
-  // few lines stay in both cores' caches from one call to the next, and
-  // walking them measured slower (2-rank allreduce of 128 B-1 KiB 0.28-0.39
-  // to 0.32-0.41 us, of 16 KiB 1.86 to 2.12), while from here on it wins.
+  // few lines stay in both cores' caches from one call to the next. Where
+  // walking starts to win depends on what taking a line from another core
+  // costs. On the reference machine (AMD EPYC) from 32 KiB: walking
+  // smaller rounds measured slower (2-rank allreduce of 128 B-1 KiB
+  // 0.28-0.39 to 0.32-0.41 us, of 16 KiB 1.86 to 2.12). On Intel Xeon
+  // (Emerald Rapids guests) from 4 KiB: 2-rank allreduce of 4, 8 and 16 KiB
+  // 1.84, 3.05, 5.48 us halves against 1.57, 2.40, 4.36 walking,
+  // reduce-scatter 8-16 KiB 10-13% faster, broadcast of 8 KiB 1.33 to
+  // 1.17; from 2 KiB a 2 KiB broadcast slowed from 0.54 to 0.94 us.
   static constexpr size_t kWalkFromBytes = 32 * 1024;
+  static constexpr size_t kWalkFromBytesIntel = 4 * 1024;
+  // This machine's: kWalkFromBytesIntel on Intel CPUs, else kWalkFromBytes.
+  static size_t walkFromBytesHere() {
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_is("intel")) return kWalkFromBytesIntel;
+#endif
+    return kWalkFromBytes;
+  }
 
   // A round may start this many bytes into its region, less one.
   static constexpr size_t kSlackBytes = 64;
@@ -57,14 +71,15 @@ class RoundRing {
   static constexpr size_t kWholeRing = ~size_t{0};
 
   // chunkBytes: the most one round holds; the ring has two of them.
-  // walk: whether rounds of kWalkFromBytes and more walk the ring.
-  RoundRing(size_t chunkBytes, bool walk)
-      : chunkBytes_(chunkBytes), walk_(walk), unit_(smallestSlot(chunkBytes, walk)) {}
+  // walk: whether rounds of walkFromBytes and more walk the ring.
+  RoundRing(size_t chunkBytes, bool walk, size_t walkFromBytes = kWalkFromBytes)
+      : chunkBytes_(chunkBytes), walk_(walk), walkFrom_(walkFromBytes),
+        unit_(smallestSlot(chunkBytes, walk, walkFromBytes)) {}
 
   // The input area a ring of these parameters needs: two chunks and the
   // slack after each unit.
-  static size_t areaBytes(size_t chunkBytes, bool walk) {
-    return 2 * chunkBytes + kSlackBytes * (2 * chunkBytes / smallestSlot(chunkBytes, walk));
+  static size_t areaBytes(size_t chunkBytes, bool walk, size_t walkFromBytes = kWalkFromBytes) {
+    return 2 * chunkBytes + kSlackBytes * (2 * chunkBytes / smallestSlot(chunkBytes, walk, walkFromBytes));
   }
 
   // Places the next round, of `bytes` (at most a chunk), and returns its
@@ -78,7 +93,7 @@ class RoundRing {
   // allreduce 0.85-0.93x (their peers' inputs and results leave the cache).
   size_t place(size_t bytes, size_t spanBytes) {
     if (bytes == 0) return at_;
-    const size_t slot = slotFor(chunkBytes_, walk_, bytes);
+    const size_t slot = slotFor(chunkBytes_, walk_, walkFrom_, bytes);
     size_t at = (end_ + slot - 1) / slot * slot;
     const bool pastTheSpan = spanBytes / 2 >= slot && at + slot > spanBytes;
     if (at + slot > 2 * chunkBytes_ || (pastTheSpan && start_ >= slot)) at = 0;
@@ -92,21 +107,24 @@ class RoundRing {
 
  private:
   // The slot of a round of `bytes`: the chunk, or when walking and the
-  // round is of kWalkFromBytes or more, the chunk halved while the round
-  // fits and the half stays a whole number of cache lines.
-  static size_t slotFor(size_t chunkBytes, bool walk, size_t bytes) {
+  // round is of walkFrom or more, the chunk halved while the round fits
+  // and the half stays a whole number of cache lines.
+  static size_t slotFor(size_t chunkBytes, bool walk, size_t walkFrom, size_t bytes) {
     size_t slot = chunkBytes;
-    if (walk && bytes >= kWalkFromBytes) {
+    if (walk && bytes >= walkFrom) {
       while (slot % 128 == 0 && bytes <= slot / 2) slot /= 2;
     }
     return slot;
   }
-  // The smallest slot place() can choose, a round of kWalkFromBytes's:
-  // every slot is a multiple of it.
-  static size_t smallestSlot(size_t chunkBytes, bool walk) { return slotFor(chunkBytes, walk, kWalkFromBytes); }
+  // The smallest slot place() can choose, a round of walkFrom's: every
+  // slot is a multiple of it.
+  static size_t smallestSlot(size_t chunkBytes, bool walk, size_t walkFrom) {
+    return slotFor(chunkBytes, walk, walkFrom, walkFrom);
+  }
 
   size_t chunkBytes_;
   bool walk_;
+  size_t walkFrom_;
   size_t unit_;
   size_t at_ = 0;   // where the last round's region lies
   size_t start_ = 0;  // the virtual offset where it starts

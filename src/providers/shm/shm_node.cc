@@ -44,9 +44,12 @@ void futexWakeAll(std::atomic<uint32_t>* word) {
   (void)syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-// Only a node of two ranks walks the input ring (round_ring.h).
+// Only a node of two ranks walks the input ring, from the size measured
+// best for this CPU (round_ring.h): every rank of a node computes the same.
 bool walksRing(int ranks) { return ranks == 2; }
-size_t inputBytesFor(int ranks, size_t chunkBytes) { return RoundRing::areaBytes(chunkBytes, walksRing(ranks)); }
+size_t inputBytesFor(int ranks, size_t chunkBytes) {
+  return RoundRing::areaBytes(chunkBytes, walksRing(ranks), RoundRing::walkFromBytesHere());
+}
 size_t resultBytesFor(int ranks, size_t chunkBytes) { return roundUp(chunkBytes / ranks + 64, 64); }
 size_t slotBytesFor(int ranks, size_t chunkBytes) {
   return roundUp(inputBytesFor(ranks, chunkBytes) + 2 * resultBytesFor(ranks, chunkBytes), kAlign);
@@ -122,7 +125,7 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       ranks_(static_cast<int>(nodeRanks_.size())), chunkBytes_(chunkBytes),
       inputBytes_(inputBytesFor(ranks_, chunkBytes)), resultBytes_(resultBytesFor(ranks_, chunkBytes)),
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
-      messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle), inputRing_(chunkBytes, walksRing(ranks_)), seen_(ranks_, 0) {
+      messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle), inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0) {
   static_assert(offsetof(Control, sleepers) == 64, "the phase and the descriptors fill the first line");
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
