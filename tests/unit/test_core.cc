@@ -362,6 +362,56 @@ TEST(ReduceKernels, BaselineAndAvx2Agree) {
   }
 }
 
+// The 16-bit float loops of the avx2 set (sixteen or eight lanes at a
+// time, then the scalar tail) against the scalar arithmetic and rounding,
+// value by value: rounding ties both ways, the largest finite values
+// overflowing to infinity, infinities, NaNs (quiet and signalling, either
+// sign, in either input), signed zeros and subnormals, at every position
+// of a vector and in the tail.
+TEST(ReduceKernels, SixteenBitFloatLanesRoundAsTheScalarPath) {
+  if (!kernels::avx2Usable()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  const std::vector<uint16_t> bf16Edges = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x3f80, 0x3f81, 0xbf81,
+                                           0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81, 0xff81, 0x4049,
+                                           0x3c01, 0x3b80, 0x4000, 0xc000, 0x7fff, 0x0100};
+  const std::vector<uint16_t> halfEdges = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0x3c01, 0xbc01,
+                                           0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x4248, 0x1400, 0x1401, 0x3555, 0x0200};
+  for (fwDataType_t type : {fwBfloat16, fwFloat16}) {
+    const std::vector<uint16_t>& edges = type == fwBfloat16 ? bf16Edges : halfEdges;
+    // Every pair of edge values, 35 elements a call: two vectors and a tail.
+    std::vector<uint16_t> a, b;
+    for (uint16_t x : edges) {
+      for (uint16_t y : edges) {
+        a.push_back(x);
+        b.push_back(y);
+      }
+    }
+    for (fwRedOp_t op : {fwSum, fwProd, fwMax, fwMin}) {
+      kernels::Kernels wide = kernels::avx2::kernelsFor(type, op);
+      kernels::Kernels scalar = kernels::baseline::kernelsFor(type, op);
+      for (size_t at = 0; at < a.size(); at += 35) {
+        const size_t n = std::min<size_t>(35, a.size() - at);
+        std::vector<uint16_t> x(n), y(n);
+        wide.combine(x.data(), a.data() + at, b.data() + at, n);
+        scalar.combine(y.data(), a.data() + at, b.data() + at, n);
+        // Which of two NaNs an operation returns is the compiler's choice
+        // of operand order, in either build; that the result is a NaN is not.
+        auto isNan = [&](uint16_t v) {
+          return type == fwFloat16 ? (v & 0x7c00) == 0x7c00 && (v & 0x3ff) != 0
+                                   : (v & 0x7f80) == 0x7f80 && (v & 0x7f) != 0;
+        };
+        for (size_t i = 0; i < n; ++i) {
+          if (isNan(a[at + i]) && isNan(b[at + i])) {
+            EXPECT_TRUE(isNan(x[i]) && isNan(y[i]));
+          } else {
+            EXPECT_EQ(x[i], y[i]) << datatypeName(type) << " " << opName(op) << " of 0x" << std::hex << a[at + i]
+                                  << " and 0x" << b[at + i];
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fairway
 
