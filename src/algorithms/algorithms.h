@@ -67,6 +67,9 @@ struct BlockMap {
 // send and recv must not overlap (the caller stages an in-place alltoall).
 Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap& sendBlocks, void* recv,
                         const BlockMap& recvBlocks);
+// Blocks of `count` each way; in place (send == recv) the outgoing blocks
+// are staged first, so the incoming ones cannot overwrite them.
+Status uniformPairwiseAlltoall(CollectiveContext& ctx, const void* send, void* recv, size_t count);
 // recv (n * count) is written on root only.
 Status linearGather(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
 // send (n * count) is read on root only.

@@ -129,18 +129,10 @@ Status runCollective(CollectiveContext& ctx, const CollectiveArgs& a, Algorithm 
       }
       if (algo == Algorithm::SharedMemory) return ctx.nodePhase().reduce(ctx, a.send, a.recv, a.count, a.root);
       return binomialReduce(ctx, a.send, a.recv, a.count, a.root);
-    case CollectiveKind::AllToAll: {
-      const void* send = a.send;
-      if (send == a.recv) {  // in place: the outgoing blocks must survive the incoming ones
-        void* staged = ctx.stagingBytes(a.count * n * es);
-        FW_RETURN_IF_ERROR(ctx.copy(staged, a.send, a.count * n));
-        send = staged;
-      }
-      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().alltoall(ctx, send, a.recv, a.count);
-      BlockMap blocks;
-      blocks.uniform = a.count;
-      return pairwiseAlltoall(ctx, send, blocks, a.recv, blocks);
-    }
+    case CollectiveKind::AllToAll:
+      // In place too: the node's provider stages the outgoing blocks where it must.
+      if (algo == Algorithm::SharedMemory) return ctx.nodePhase().alltoall(ctx, a.send, a.recv, a.count);
+      return uniformPairwiseAlltoall(ctx, a.send, a.recv, a.count);
     case CollectiveKind::AllToAllv:
       return pairwiseAlltoall(ctx, a.send, BlockMap{a.sendcounts, a.sdispls, 0}, a.recv,
                               BlockMap{a.recvcounts, a.rdispls, 0});

@@ -57,7 +57,8 @@ class NodePhase {
   virtual Status allreduce(CollectiveContext& node, const void* send, void* recv, size_t count);
   virtual Status barrier(CollectiveContext& node);
   // Block j (blockCount elements) of send goes to local rank j, block j of
-  // recv comes from it; send and recv do not overlap.
+  // recv comes from it; send is recv (in place) or does not overlap it. The
+  // default stages an in-place send first, as pairwise exchanges need.
   virtual Status alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
 };
 

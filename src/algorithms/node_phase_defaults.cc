@@ -33,9 +33,7 @@ Status NodePhase::allgatherFrom(CollectiveContext& node, const void* own, void* 
 Status NodePhase::barrier(CollectiveContext& node) { return disseminationBarrier(node); }
 
 Status NodePhase::alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
-  BlockMap blocks;
-  blocks.uniform = blockCount;
-  return pairwiseAlltoall(node, send, blocks, recv, blocks);
+  return uniformPairwiseAlltoall(node, send, recv, blockCount);
 }
 
 Status NodePhase::allgatherInto(CollectiveContext&, const void*, const OutputBlocks&) {

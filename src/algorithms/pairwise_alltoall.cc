@@ -26,4 +26,16 @@ Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap
   return ctx.waitAll(p, 2 * window);
 }
 
+Status uniformPairwiseAlltoall(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
+  if (send == recv) {
+    const size_t n = static_cast<size_t>(ctx.size());
+    void* staged = ctx.stagingBytes(count * n * ctx.elementSize());
+    FW_RETURN_IF_ERROR(ctx.copy(staged, send, count * n));
+    send = staged;
+  }
+  BlockMap blocks;
+  blocks.uniform = count;
+  return pairwiseAlltoall(ctx, send, blocks, recv, blocks);
+}
+
 }  // namespace fairway

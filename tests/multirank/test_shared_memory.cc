@@ -256,8 +256,8 @@ TEST_F(SharedMemory, OutOfPlaceBroadcastInRoundsAndInPlace) {
 
 // All-to-all on the segment, in rounds of a 4 KiB chunk (many rounds for
 // the larger blocks) and read in place (single copies from 1 byte), in
-// and out of place, on 3 ranks: block j of rank r lands as block r on
-// rank j, whole.
+// and out of place (in place always in rounds, with no staging), on 3
+// ranks: block j of rank r lands as block r on rank j, whole.
 TEST_F(SharedMemory, AllToAllInRoundsAndInPlace) {
   for (const char* singleCopy : {"0", "1"}) {
     auto outcomes = runRanks(3, [&](const RankContext& ctx) {
