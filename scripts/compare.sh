@@ -3,7 +3,8 @@
 # Open MPI's MPI collectives over UCX (build/bin/mpi_perf under mpirun),
 # Intel oneCCL over Intel MPI's shared memory (scripts/oneccl_peer.sh, which
 # installs it from PyPI into .peers/oneccl) and Gloo over TCP
-# (build/bin/gloo_perf under fairwayrun), float32 sum. With
+# (build/bin/gloo_perf under fairwayrun), float32 (or with -d bfloat16,
+# Fairway, oneCCL and NCCL alone: MPI and Gloo have no such type) sum. With
 # -m cuda, Fairway runs on device buffers and NCCL's own collectives
 # (build/bin/nccl_perf, one GPU per rank) join; Open MPI and Gloo stay on
 # host buffers (Debian's Open MPI is not CUDA-aware), as does oneCCL. The libraries
@@ -18,22 +19,25 @@
 # rank count), and prints the table.
 #
 #   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda]
-#                      [-p "PEERS ..."] [-B BEFORE_BIN] [-o OUTDIR]
-#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host
+#                      [-d float|bfloat16] [-i] [-p "PEERS ..."] [-B BEFORE_BIN] [-o OUTDIR]
+#   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host -d float
 #             -p "ompi oneccl gloo" -o compare-results (-c also takes broadcast, from rank 0, and alltoall)
+#   -i: every library in place (Fairway's in-place timings, MPI_IN_PLACE, oneCCL's
+#       one-buffer calls); Gloo and NCCL are compared out of place only
 #   FAIRWAY_BIN: the build's bin directory (default build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M memory=host outdir=compare-results
-before="" peers="ompi oneccl gloo"
-while getopts "r:n:c:b:e:m:p:B:o:h" flag; do
+before="" peers="ompi oneccl gloo" dtype=float inplace=0
+while getopts "r:n:c:b:e:m:d:ip:B:o:h" flag; do
   case $flag in
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
-    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; p) peers=$OPTARG ;; B) before=$OPTARG ;;
-    o) outdir=$OPTARG ;; *) sed -n '2,24p' "$0"; exit 2 ;;
+    b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; d) dtype=$OPTARG ;; i) inplace=1 ;;
+    p) peers=$OPTARG ;; B) before=$OPTARG ;; o) outdir=$OPTARG ;; *) sed -n '2,28p' "$0"; exit 2 ;;
   esac
 done
 case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
+case $dtype in float|bfloat16) ;; *) echo "$0: -d $dtype: expected float or bfloat16" >&2; exit 2 ;; esac
 bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
@@ -42,6 +46,20 @@ for p in $peers; do
   case $p in ompi|oneccl|gloo) ;; *) echo "$0: -p: unknown peer $p (ompi, oneccl, gloo)" >&2; exit 2 ;; esac
 done
 [ -n "$before" ] && peers=""
+# MPI and Gloo have no bfloat16: with -d bfloat16 they leave the table,
+# as Gloo does with -i; the table says why.
+left=""
+for p in ompi gloo; do
+  [[ " $peers " == *" $p "* ]] || continue
+  if [ "$dtype" != float ]; then
+    left="$left $p:it_has_no_${dtype}_type"
+  elif [ "$p" = gloo ] && [ "$inplace" = 1 ]; then
+    left="$left $p:it_is_compared_out_of_place_only"
+  else
+    continue
+  fi
+  peers=${peers/$p/}
+done
 has_peer() { [[ " $peers " == *" $1 "* ]]; }
 has_peer ompi && needed="$needed mpi_perf"
 has_peer gloo && needed="$needed gloo_perf"
@@ -62,7 +80,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 raw=$work/raw notes=$work/notes
 : > "$notes"
-: > "$work/copy"
+for p in $left; do
+  why=${p#*:}
+  echo "$([ "${p%%:*}" = ompi ] && echo "Open MPI" || echo Gloo): not run: ${why//_/ }" >> "$notes"
+done
+: > "$work/copy" > "$work/copy-all"
 
 # -m cuda: Fairway must have a GPU (its refusal says why); NCCL runs on a
 # rank count only where it has a GPU per rank, else the table says why not.
@@ -80,6 +102,10 @@ fi
 has_peer oneccl && echo "oneCCL $(sed -n 's/^oneccl-cpu \([^,]*\),.*/\1/p' .peers/oneccl/stamp) over Intel MPI's shared memory (CCL_ATL_TRANSPORT=mpi, I_MPI_FABRICS=shm), blocking collectives (CCL_ATL_SYNC_COLL=${CCL_ATL_SYNC_COLL:-1}), one worker a rank" >> "$notes"
 nccl_runs_on() {  # $1 ranks; records the reason when it cannot
   [ "$memory" = cuda ] || return 1
+  if [ "$inplace" = 1 ]; then
+    echo "NCCL on $1 ranks: not run: it is compared out of place only" >> "$notes"
+    return 1
+  fi
   if [ ! -x "$bin/nccl_perf" ]; then
     echo "NCCL on $1 ranks: not run: nccl_perf was not built (no NCCL found at build time)" >> "$notes"
     return 1
@@ -128,8 +154,11 @@ for np in $ranks; do
   with_nccl=false
   [ -z "$before" ] && nccl_runs_on "$np" && with_nccl=true
   for rep in $(seq "$repeats"); do
-    # The yardstick for shared-memory collectives: one core's memcpy of 64 MiB.
+    # The yardstick for shared-memory collectives: one core's memcpy of 64
+    # MiB; and every core's at once, what each gets when all copy.
     "$bin/copy_bandwidth" 64M >> "$work/copy"
+    for core in $(seq 0 $(( $(nproc) - 1 ))); do taskset -c "$core" "$bin/copy_bandwidth" 64M >> "$work/copy-all" & done
+    wait
     for c in $colls; do
       for r in "${ranges[@]}"; do
         read -r lo hi iters warm glooIters <<< "$r"
@@ -137,7 +166,8 @@ for np in $ranks; do
         (( lo < min )) && lo=$min
         (( hi > max )) && hi=$max
         (( lo > hi )) && continue
-        sweep="-b $lo -e $hi -f 2 -n $iters -w $warm"
+        sweep="-d $dtype -b $lo -e $hi -f 2 -n $iters -w $warm"
+        peer_sweep="$sweep -I $inplace"
         # shellcheck disable=SC2086
         "$bin/fairwayrun" -np "$np" "$bin/$(fairway_binary "$c")" $sweep -c 0 -m "$memory" | collect fairway "$np" "$c"
         if [ -n "$before" ]; then
@@ -174,9 +204,10 @@ for np in $ranks; do
   done
 done
 
-python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" "$peers" "$(nproc)" <<'PY'
+python3 - "$raw" "$notes" "$repeats" "$memory" "$outdir" "$work/copy" "$before" "$peers" "$(nproc)" "$dtype" "$inplace" "$work/copy-all" <<'PY'
 import collections, statistics, sys
-raw, notes, repeats, memory, outdir, copies, before, chosen, cores = sys.argv[1:]
+raw, notes, repeats, memory, outdir, copies, before, chosen, cores, dtype, in_place_run, copies_all = sys.argv[1:]
+in_place_run = in_place_run == "1"
 cores = int(cores)
 runs = collections.defaultdict(list)
 def bus_factor(coll, n):  # nccl-tests' formulas; one rank: algbw
@@ -185,6 +216,11 @@ def bus_factor(coll, n):  # nccl-tests' formulas; one rank: algbw
     return (2.0 if coll == "allreduce" else 1.0) * (n - 1) / n
 for line in open(raw):
     lib, np, coll, size, time_us = line.split()
+    # -i: Fairway's in-place timings are its column; its out-of-place ones go.
+    if in_place_run and lib.endswith("-inplace"):
+        lib = lib[:-len("-inplace")]
+    elif in_place_run and lib in ("fairway", "before"):
+        continue
     busbw = int(size) / float(time_us) / 1e3 * bus_factor(coll, int(np))
     runs[(coll, int(np), int(size), lib)].append(busbw)
 names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "oneccl": "oneCCL", "gloo": "Gloo",
@@ -196,13 +232,16 @@ names = {"fairway": "Fairway", "nccl": "NCCL", "ompi": "Open MPI", "oneccl": "on
 # memcpy rate (a copy reads and writes each byte), and with more ranks
 # than cores each core serves n / cores of them. Bound busbw = bus factor
 # x N / time.
+# In place an allgather's own block and a broadcast's root stay put.
 def traffic(coll, n):
+    if in_place_run and coll in ("allgather", "broadcast"):
+        return 1.0
     return {"allreduce": 2.0, "reducescatter": 1 + 1 / n, "allgather": 1 + 1 / n, "broadcast": 2.0,
             "alltoall": 2.0}[coll]
 def bound(coll, n, copy):
     return bus_factor(coll, n) * 2 * copy / traffic(coll, n) / max(1.0, n / cores)
 BOUND_FROM = 4 << 20  # past a core's share of L2; the copy yardstick itself may run in a large L3
-inplace = ["fairway-inplace"] if memory == "host" and not before else []
+inplace = ["fairway-inplace"] if memory == "host" and not before and not in_place_run else []
 libs = (["fairway"] + inplace + (["nccl"] if memory == "cuda" and not before else []) +
         (["before"] if before else [p for p in ("ompi", "oneccl", "gloo") if p in chosen.split()]))
 peers = libs[1 + len(inplace):]
@@ -218,8 +257,10 @@ where = ("Fairway and NCCL on device buffers, Open MPI and Gloo on host buffers"
 peers_text = (f"Fairway of this build against the build in {before}" if before
               else ", ".join({"ompi": "Open MPI over UCX", "oneccl": "oneCCL over Intel MPI", "gloo": "Gloo over TCP"}[p]
                              for p in peers))
-lines = [f"float32 sum, {where}, out-of-place busbw GB/s (nccl-tests formulas; algbw on 1 rank), median of "
+lines = [f"{'float32' if dtype == 'float' else dtype} sum, {where}, out-of-place busbw GB/s (nccl-tests formulas; algbw on 1 rank), median of "
          f"{repeats} interleaved runs per library; {peers_text}", ""]
+if in_place_run:
+    lines[0] = lines[0].replace("out-of-place busbw", "in-place busbw")
 lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
 copy_rates = [float(line.split()[1]) for line in open(copies) if line.strip()]
 copy = statistics.median(copy_rates) if copy_rates and memory == "host" and not before else None
@@ -230,10 +271,17 @@ if copy:
         busbw = statistics.median((64 << 20) / t / 1e3 for t in ar)
         note += f"; Fairway's 2-rank 64 MiB allreduce busbw {busbw:.2f} GB/s is {100 * busbw / copy:.0f}% of it"
     lines.append(f"- {note}")
+    loaded = [float(line.split()[1]) for line in open(copies_all) if line.strip()]
+    if loaded:
+        lines.append(f"- with all {cores} cores copying at once, each one's memcpy of 64 MiB: "
+                     f"{statistics.median(loaded):.2f} GB/s (median of {len(loaded)})")
     lines.append(f"- bound: the busbw at which each rank reads its input and writes its output once at that "
                  f"memcpy rate, its {cores} cores shared among the ranks (docs/performance.md, \"The memory "
                  f"bound\"); Fairway's fraction of it from {human(BOUND_FROM)}, past a core's share of L2 (over 1 where "
                  f"a buffer runs faster in L3 than the 64 MiB copy)")
+if in_place_run:
+    lines.append("- in place: Fairway's perf binaries' in-place calls, Open MPI's with MPI_IN_PLACE, oneCCL's with "
+                 "one buffer (each rank's block at its offset in the whole, as NCCL defines in place)")
 if inplace:
     lines.append("- Fairway in place: the same calls with the result written over the input. Open MPI's and "
                  "oneCCL's broadcast have one buffer, so they are in place, and their broadcast tables compare "

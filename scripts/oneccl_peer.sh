@@ -23,29 +23,35 @@ root=$dir/root
 python=${FAIRWAY_PYTHON:-python3}
 
 install() {
-  local stamp="oneccl-cpu $oneccl_version, impi-rt $impi_version, $(sha256sum perf/compare/ccl_perf.cc \
-    perf/compare/peer_sweep.h | sha256sum | cut -c1-16)"
-  if [ -x "$dir/bin/ccl_perf" ] && [ "$(cat "$dir/stamp" 2> /dev/null)" = "$stamp" ]; then return 0; fi
-  rm -rf "$dir"
-  mkdir -p "$dir/wheels" "$dir/bin" "$root"
-  echo "oneccl_peer: downloading oneCCL $oneccl_version and Intel MPI $impi_version from PyPI" >&2
-  "$python" -m pip download --quiet --no-deps -d "$dir/wheels" "oneccl-cpu==$oneccl_version" \
-    "oneccl-cpu-devel==$oneccl_version" "impi-rt==$impi_version" "oneccl==$oneccl_version" >&2
-  local unpacked=$dir/unpacked wheel
-  for wheel in "$dir"/wheels/oneccl_cpu-*.whl "$dir"/wheels/oneccl_cpu_devel-*.whl "$dir"/wheels/impi_rt-*.whl; do
+  local installed="oneccl-cpu $oneccl_version, impi-rt $impi_version"
+  local built
+  built="$installed, $(sha256sum perf/compare/ccl_perf.cc perf/compare/peer_sweep.h | sha256sum | cut -c1-16)"
+  if [ -x "$dir/bin/ccl_perf" ] && [ "$(cat "$dir/stamp" 2> /dev/null)" = "$built" ]; then return 0; fi
+  # The packages once per version; ccl_perf again whenever its source changes.
+  if [ "$(cut -d, -f1-2 "$dir/stamp" 2> /dev/null)" != "$installed" ]; then
+    rm -rf "$dir"
+    mkdir -p "$dir/wheels" "$root"
+    echo "oneccl_peer: downloading oneCCL $oneccl_version and Intel MPI $impi_version from PyPI" >&2
+    "$python" -m pip download --quiet --no-deps -d "$dir/wheels" "oneccl-cpu==$oneccl_version" \
+      "oneccl-cpu-devel==$oneccl_version" "impi-rt==$impi_version" "oneccl==$oneccl_version" >&2
+    local unpacked=$dir/unpacked wheel
+    for wheel in "$dir"/wheels/oneccl_cpu-*.whl "$dir"/wheels/oneccl_cpu_devel-*.whl "$dir"/wheels/impi_rt-*.whl; do
+      rm -rf "$unpacked"
+      # The wheels' payload lies under NAME.data/data: lib, include, bin, ...
+      unzip -qo "$wheel" '*.data/data/*' -x '*/bin/IMB-*' -d "$unpacked"
+      cp -a "$unpacked"/*.data/data/. "$root"/
+    done
     rm -rf "$unpacked"
-    # The wheels' payload lies under NAME.data/data: lib, include, bin, ...
-    unzip -qo "$wheel" '*.data/data/*' -x '*/bin/IMB-*' -d "$unpacked"
-    cp -a "$unpacked"/*.data/data/. "$root"/
-  done
-  rm -rf "$unpacked"
-  unzip -qo "$dir"/wheels/oneccl-"$oneccl_version"-*.whl "*/lib/libccl.so.2*" -d "$unpacked"
-  cp -a "$unpacked"/*.data/data/lib/libccl.so.2* "$root/lib/"
-  rm -rf "$unpacked" "$dir/wheels"
+    unzip -qo "$dir"/wheels/oneccl-"$oneccl_version"-*.whl "*/lib/libccl.so.2*" -d "$unpacked"
+    cp -a "$unpacked"/*.data/data/lib/libccl.so.2* "$root/lib/"
+    rm -rf "$unpacked" "$dir/wheels"
+    echo "$installed" > "$dir/stamp"
+  fi
   echo "oneccl_peer: building ccl_perf" >&2
+  mkdir -p "$dir/bin"
   g++ -std=c++17 -O2 -I. -I"$root/include" perf/compare/ccl_perf.cc -o "$dir/bin/ccl_perf" \
     -L"$root/lib" -lccl -Wl,-rpath,"$root/lib"
-  echo "$stamp" > "$dir/stamp"
+  echo "$built" > "$dir/stamp"
 }
 
 case ${1:-} in

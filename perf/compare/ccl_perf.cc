@@ -1,6 +1,6 @@
 // Intel oneCCL's collectives (ccl::allreduce, reduce_scatter, allgather,
-// broadcast from rank 0, alltoall)
-// on host buffers, on the sweep and columns of Fairway's perf binaries,
+// broadcast from rank 0, alltoall) on host buffers of float32 or bfloat16,
+// out of place or in place, on the sweep and columns of Fairway's perf binaries,
 // for scripts/compare.sh. scripts/oneccl_peer.sh installs oneCCL and
 // Intel MPI from PyPI and builds this against them; launch it with Intel
 // MPI's mpiexec (PMI_RANK, PMI_SIZE) and PEER_STORE_DIR, a directory the
@@ -12,7 +12,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "perf/compare/peer_sweep.h"
 
@@ -67,24 +66,30 @@ int main(int argc, char** argv) {
     kvs = ccl::create_kvs(address);
   }
   ccl::communicator comm = ccl::create_communicator(peer.size, peer.rank, kvs);
-  // Written before timing, so every page is the buffer's own.
-  std::vector<float> send(o.maxBytes / sizeof(float) + 1, 1.0f), recv(o.maxBytes / sizeof(float) + 1, 0.0f);
+  HostBuffer send(o.type, o.maxBytes, true), recv(o.type, o.maxBytes, false);
+  const ccl::datatype type = o.type == DataType::Float32 ? ccl::datatype::float32 : ccl::datatype::bfloat16;
+  // In place (-I 1) as NCCL spells it: one buffer, each rank's block at
+  // its offset in the whole (allgather's input, reduce-scatter's output).
+  char* const whole = static_cast<char*>(recv.data());
+  const size_t es = elementSize(o.type);
   auto run = [&](size_t block) {
+    char* mine = whole + static_cast<size_t>(peer.rank) * block * es;
     switch (o.collective) {
       case Collective::AllReduce:
-        ccl::allreduce(send.data(), recv.data(), block, ccl::reduction::sum, comm).wait();
+        ccl::allreduce(o.inPlace ? whole : send.data(), whole, block, type, ccl::reduction::sum, comm).wait();
         break;
       case Collective::ReduceScatter:
-        ccl::reduce_scatter(send.data(), recv.data(), block, ccl::reduction::sum, comm).wait();
+        ccl::reduce_scatter(o.inPlace ? whole : send.data(), o.inPlace ? mine : whole, block, type,
+                            ccl::reduction::sum, comm).wait();
         break;
       case Collective::AllGather:
-        ccl::allgather(send.data(), recv.data(), block, ccl::datatype::float32, comm).wait();
+        ccl::allgather(o.inPlace ? mine : send.data(), whole, block, type, comm).wait();
         break;
       case Collective::Broadcast:
-        ccl::broadcast(send.data(), block, ccl::datatype::float32, 0, comm).wait();
+        ccl::broadcast(send.data(), block, type, 0, comm).wait();
         break;
       case Collective::AllToAll:
-        ccl::alltoall(send.data(), recv.data(), block, ccl::datatype::float32, comm).wait();
+        ccl::alltoall(o.inPlace ? whole : send.data(), whole, block, type, comm).wait();
         break;
     }
   };

@@ -33,6 +33,15 @@ int main(int argc, char** argv) {
   if (!parseLaunchedPeer(argc, argv, &peer)) return 2;
   const Options& o = peer.options;
   const int rank = peer.rank, nranks = peer.size;
+  if (o.type != DataType::Float32) {
+    // Gloo's reductions come for float, double, half and integers, not bfloat16.
+    if (rank == 0) std::fprintf(stderr, "gloo_perf: -d %s: Gloo has no such type\n", typeName(o.type));
+    return 2;
+  }
+  if (o.inPlace) {
+    if (rank == 0) std::fprintf(stderr, "gloo_perf: -I 1: Gloo is compared out of place only\n");
+    return 2;
+  }
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);

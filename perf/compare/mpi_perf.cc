@@ -1,9 +1,10 @@
 // Open MPI's collectives (MPI_Allreduce, MPI_Reduce_scatter_block,
-// MPI_Allgather, MPI_Bcast from rank 0, MPI_Alltoall) on the sweep and columns of Fairway's perf binaries, for
+// MPI_Allgather, MPI_Bcast from rank 0, MPI_Alltoall), out of place or with
+// MPI_IN_PLACE, on the sweep and columns of Fairway's perf binaries, for
 // scripts/compare.sh. Launch with mpirun.
 #include <mpi.h>
 
-#include <vector>
+#include <cstdio>
 
 #include "perf/compare/peer_sweep.h"
 
@@ -20,24 +21,42 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  std::vector<float> send(o.maxBytes / sizeof(float) + 1, 1.0f), recv(o.maxBytes / sizeof(float) + 1, 0.0f);
+  if (o.type != DataType::Float32) {
+    // MPI 4.1, which Open MPI 4.1 implements, has no bfloat16 type.
+    if (rank == 0) std::fprintf(stderr, "mpi_perf: -d %s: MPI has no such type\n", typeName(o.type));
+    MPI_Finalize();
+    return 2;
+  }
+  HostBuffer sendBuffer(o.type, o.maxBytes, true), recvBuffer(o.type, o.maxBytes, false);
+  float* send = static_cast<float*>(sendBuffer.data());
+  float* recv = static_cast<float*>(recvBuffer.data());
+  // In place (-I 1) the input is recv's, as MPI_IN_PLACE says for each call.
+  const bool inPlace = o.inPlace;
   auto run = [&](size_t block) {
     const int n = static_cast<int>(block);
     switch (o.collective) {
       case Collective::AllReduce:
-        MPI_Allreduce(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         break;
       case Collective::ReduceScatter:
-        MPI_Reduce_scatter_block(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         break;
       case Collective::AllGather:
-        MPI_Allgather(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+        if (inPlace) {
+          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+        } else {
+          MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+        }
         break;
       case Collective::Broadcast:
-        MPI_Bcast(send.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Bcast(send, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
         break;
       case Collective::AllToAll:
-        MPI_Alltoall(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+        if (inPlace) {
+          MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+        } else {
+          MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD);
+        }
         break;
     }
   };

@@ -1,6 +1,6 @@
 // NCCL's own collectives (ncclAllReduce, ncclReduceScatter, ncclAllGather,
 // ncclBroadcast, and all-to-all as grouped ncclSend/ncclRecv)
-// on device buffers, on the sweep and columns of Fairway's perf binaries,
+// on device buffers of float32 or bfloat16, on the sweep and columns of Fairway's perf binaries,
 // for scripts/compare.sh -m cuda. Rank, size and local rank come from the
 // launcher's variables; each rank takes the GPU of its local rank (NCCL
 // needs one GPU per rank); rank 0's unique id reaches the others through a
@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   const Options& o = peer.options;
   const int rank = peer.rank, nranks = peer.size, localSize = launcherLocalSize();
   // Refusals (no GPU, too few GPUs) exit 2, as the perf binaries' -m cuda does.
+  if (o.inPlace) {
+    if (rank == 0) std::fprintf(stderr, "nccl_perf: -I 1: NCCL is compared out of place only\n");
+    return 2;
+  }
   int devices = 0;
   if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "nccl_perf: no usable CUDA device: %s\n",
@@ -89,25 +93,27 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&scalar, sizeof(double)), "cudaMalloc");
   check(cudaMemset(send, 0, capacity), "cudaMemset");
 
+  const ncclDataType_t type = o.type == DataType::Float32 ? ncclFloat : ncclBfloat16;
+  const size_t es = elementSize(o.type);
   auto run = [&](size_t block) {
     switch (o.collective) {
       case Collective::AllReduce:
-        check(ncclAllReduce(send, recv, block, ncclFloat, ncclSum, comm, stream), "ncclAllReduce");
+        check(ncclAllReduce(send, recv, block, type, ncclSum, comm, stream), "ncclAllReduce");
         break;
       case Collective::ReduceScatter:
-        check(ncclReduceScatter(send, recv, block, ncclFloat, ncclSum, comm, stream), "ncclReduceScatter");
+        check(ncclReduceScatter(send, recv, block, type, ncclSum, comm, stream), "ncclReduceScatter");
         break;
       case Collective::AllGather:
-        check(ncclAllGather(send, recv, block, ncclFloat, comm, stream), "ncclAllGather");
+        check(ncclAllGather(send, recv, block, type, comm, stream), "ncclAllGather");
         break;
       case Collective::Broadcast:
-        check(ncclBroadcast(send, recv, block, ncclFloat, 0, comm, stream), "ncclBroadcast");
+        check(ncclBroadcast(send, recv, block, type, 0, comm, stream), "ncclBroadcast");
         break;
       case Collective::AllToAll:  // NCCL has no all-to-all: a group of sends and receives, as nccl-tests does
         check(ncclGroupStart(), "ncclGroupStart");
         for (int peer = 0; peer < nranks; ++peer) {
-          check(ncclSend(static_cast<float*>(send) + peer * block, block, ncclFloat, peer, comm, stream), "ncclSend");
-          check(ncclRecv(static_cast<float*>(recv) + peer * block, block, ncclFloat, peer, comm, stream), "ncclRecv");
+          check(ncclSend(static_cast<char*>(send) + peer * block * es, block, type, peer, comm, stream), "ncclSend");
+          check(ncclRecv(static_cast<char*>(recv) + peer * block * es, block, type, peer, comm, stream), "ncclRecv");
         }
         check(ncclGroupEnd(), "ncclGroupEnd");
         break;

@@ -3,17 +3,20 @@
 // sizes and busbw factors, the warm-up rule (first_size_warmup.h), the
 // timing rule (mean over ranks of the time per iteration after a barrier)
 // and the columns, so that compare.sh reads every library's output the
-// same way. float32 sum only. Also the launcher variables the peers that
-// are not launched by mpirun read.
+// same way. Sums of float32 or, where the library has the type, bfloat16
+// (-d). Also the launcher variables the peers that are not launched by
+// mpirun read.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "perf/first_size_warmup.h"
 #include "perf/parse_number.h"
@@ -21,9 +24,14 @@
 namespace fairway::peer {
 
 enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll };
+enum class DataType { Float32, BFloat16 };
 
 struct Options {
   Collective collective = Collective::AllReduce;
+  DataType type = DataType::Float32;
+  // -I 1: every call in place (the result over the input, as each library
+  // spells it); a broadcast always is.
+  bool inPlace = false;
   size_t minBytes = 8, maxBytes = 64 << 20;
   double factor = 2;
   int iters = 20, warmup = 5;
@@ -62,6 +70,11 @@ inline const char* collectiveName(Collective c) {
   return "?";
 }
 
+inline const char* typeName(DataType t) { return t == DataType::Float32 ? "float" : "bfloat16"; }
+inline size_t elementSize(DataType t) { return t == DataType::Float32 ? 4 : 2; }
+// 1.0 in the type's bits, what every input holds.
+inline uint32_t oneBits(DataType t) { return t == DataType::Float32 ? 0x3f800000u : 0x3f80u; }
+
 // nccl-tests: allreduce moves 2(n-1)/n of the buffer per rank, broadcast
 // all of it, the others (n-1)/n.
 inline double busFactor(Collective c, int n) {
@@ -86,6 +99,13 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
       else if (!std::strcmp(v, "broadcast")) o->collective = Collective::Broadcast;
       else if (!std::strcmp(v, "alltoall")) o->collective = Collective::AllToAll;
       else return false;
+    } else if (!std::strcmp(argv[i], "-d")) {
+      if (!std::strcmp(v, "float")) o->type = DataType::Float32;
+      else if (!std::strcmp(v, "bfloat16")) o->type = DataType::BFloat16;
+      else return false;
+    } else if (!std::strcmp(argv[i], "-I")) {
+      if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) return false;
+      o->inPlace = v[0] == '1';
     } else if (!std::strcmp(argv[i], "-b")) {
       if (!perf::parseSize(v, &o->minBytes)) return false;
     } else if (!std::strcmp(argv[i], "-e")) {
@@ -105,8 +125,9 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
 
 inline void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [-C allreduce|reducescatter|allgather|broadcast|alltoall] [-b bytes[K|M|G]] [-e bytes[K|M|G]] [-f factor] "
-               "[-n iters] [-w warmup]\n"
+               "usage: %s [-C allreduce|reducescatter|allgather|broadcast|alltoall] [-d float|bfloat16] [-I 0|1] "
+               "[-b bytes[K|M|G]] [-e bytes[K|M|G]] [-f factor] [-n iters] [-w warmup]\n"
+               "  -I 1: in place\n"
                "  -w: warm-up iterations before each size; the first size also warms up for at least %d ms\n",
                argv0, perf::kFirstSizeWarmupMs);
 }
@@ -140,11 +161,13 @@ template <typename Run, typename Barrier, typename Mean, typename Finish>
 void sweep(const Options& o, const char* library, int rank, int nranks, Run run, Barrier barrier,
            Mean meanOverRanks, Finish finish) {
   if (rank == 0) {
-    std::printf("# %s %s float sum, %d ranks\n", library, collectiveName(o.collective), nranks);
+    std::printf("# %s %s %s sum, %d ranks%s\n", library, collectiveName(o.collective), typeName(o.type), nranks,
+                o.inPlace ? ", in place" : "");
     std::fflush(stdout);
   }
   for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes = static_cast<size_t>(bytes * o.factor)) {
-    const size_t count = bytes / sizeof(float);
+    const size_t es = elementSize(o.type);
+    const size_t count = bytes / es;
     const size_t block = blockCount(o.collective, count, nranks);
     for (int i = 0; i < o.warmup; ++i) run(block);
     if (bytes == o.minBytes) {
@@ -169,14 +192,27 @@ void sweep(const Options& o, const char* library, int rank, int nranks, Run run,
     finish();
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
     double mean = meanOverRanks(us);
-    double algbw = static_cast<double>(count * sizeof(float)) / mean / 1e3;
+    double algbw = static_cast<double>(count * es) / mean / 1e3;
     if (rank == 0) {
-      std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f\n", count * sizeof(float), count, "float", "sum", -1,
+      std::printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f\n", count * es, count, typeName(o.type), "sum", -1,
                   mean, algbw, algbw * busFactor(o.collective, nranks));
       std::fflush(stdout);
     }
   }
 }
+
+// A host buffer of `bytes` (rounded up to whole elements, plus one) with
+// every element 1.0 of the type: written before timing, so every page is
+// the buffer's own.
+struct HostBuffer {
+  HostBuffer(DataType t, size_t bytes, bool ones) : words((bytes + 8) / 4) {
+    const uint32_t one = oneBits(t);
+    const uint32_t word = !ones ? 0 : t == DataType::Float32 ? one : (one << 16) | one;
+    std::fill(words.begin(), words.end(), word);
+  }
+  void* data() { return words.data(); }
+  std::vector<uint32_t> words;
+};
 
 // For libraries whose calls return when the collective is done.
 inline void nothingToFinish() {}

@@ -38,6 +38,26 @@ grep -qE "^\| 4 MiB \| [0-9.]+ \| [0-9.]+ \| $copy \| [0-9.]+ \|$" "$out/bound/c
   { echo "FAIL: no 4 MiB row with the bound ($copy) and a fraction"; cat "$out/bound/compare.md"; exit 1; }
 echo "ok: the bound and Fairway's fraction of it"
 
+# -d bfloat16: Fairway and oneCCL; Open MPI and Gloo have no such type and
+# leave the table, which says so.
+"$compare" -r 1 -n 2 -c allreduce -d bfloat16 -b 4K -e 8K -o "$out/bf16" > /dev/null ||
+  { echo "FAIL: compare.sh -d bfloat16 failed"; exit 1; }
+grep -q '^bfloat16 sum' "$out/bf16/compare.md" &&
+  grep -q '| size | Fairway | Fairway in place | oneCCL | Fairway / oneCCL |' "$out/bf16/compare.md" &&
+  grep -q '^- Open MPI: not run: it has no bfloat16 type' "$out/bf16/compare.md" &&
+  [ "$(grep -cE '^\| [48] KiB( \| [0-9.]+){5} \| - \|$' "$out/bf16/compare.md")" -eq 2 ] ||
+  { echo "FAIL: -d bfloat16 table"; cat "$out/bf16/compare.md"; exit 1; }
+echo "ok: bfloat16 against oneCCL"
+
+# -i: every library in place (Gloo is compared out of place only).
+"$compare" -i -r 1 -n 2 -c "reducescatter allgather alltoall" -b 4K -e 4K -o "$out/inplace" > /dev/null ||
+  { echo "FAIL: compare.sh -i failed"; exit 1; }
+grep -q 'in-place busbw' "$out/inplace/compare.md" &&
+  grep -q '^- Gloo: not run: it is compared out of place only' "$out/inplace/compare.md" &&
+  [ "$(grep -cE '^\| 4 KiB( \| [0-9.]+){7} \| - \|$' "$out/inplace/compare.md")" -eq 3 ] ||
+  { echo "FAIL: -i table"; cat "$out/inplace/compare.md"; exit 1; }
+echo "ok: in place against Open MPI and oneCCL"
+
 # -B: this build against another build's binaries (here the same ones),
 # one rank included (algbw): two columns and their ratio, no peers.
 "$compare" -B "$FAIRWAY_BIN" -r 1 -n "1 2" -c allreduce -b 8 -e 16 -o "$out/before" > /dev/null ||
