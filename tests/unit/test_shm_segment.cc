@@ -65,7 +65,10 @@ TEST(ShmSegment, SizeGrowsWithRanksAndChunks) {
   const size_t two = SharedMemoryNode::segmentBytes(2, 256 << 10);
   const size_t eight = SharedMemoryNode::segmentBytes(8, 256 << 10);
   EXPECT_GE(two, 2 * 2 * (size_t{256} << 10));  // double-buffered input per rank
-  EXPECT_GE(eight, 3 * two);  // a slot per rank (result areas shrink as ranks grow)
+  // A slot per rank, each with its double-buffered input (how much slack
+  // the 2-rank ring adds depends on the CPU, round_ring.h).
+  EXPECT_GE(eight, 8 * 2 * (size_t{256} << 10));
+  EXPECT_GT(eight, 2 * two);
   EXPECT_EQ(eight % 4096, 0u);
 }
 
