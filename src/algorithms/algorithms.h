@@ -70,6 +70,9 @@ Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap
 // Blocks of `count` each way; in place (send == recv) the outgoing blocks
 // are staged first, so the incoming ones cannot overwrite them.
 Status uniformPairwiseAlltoall(CollectiveContext& ctx, const void* send, void* recv, size_t count);
+// An in-place all-to-all's outgoing blocks (count each) copied to the
+// context's staging area, *send pointed there; otherwise nothing.
+Status stageInPlaceAlltoall(CollectiveContext& ctx, const void** send, const void* recv, size_t count);
 // recv (n * count) is written on root only.
 Status linearGather(CollectiveContext& ctx, const void* send, void* recv, size_t count, int root);
 // send (n * count) is read on root only.

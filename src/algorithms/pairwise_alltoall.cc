@@ -26,13 +26,17 @@ Status pairwiseAlltoall(CollectiveContext& ctx, const void* send, const BlockMap
   return ctx.waitAll(p, 2 * window);
 }
 
+Status stageInPlaceAlltoall(CollectiveContext& ctx, const void** send, const void* recv, size_t count) {
+  if (*send != recv) return Status::ok();
+  const size_t n = static_cast<size_t>(ctx.size());
+  void* staged = ctx.stagingBytes(count * n * ctx.elementSize());
+  FW_RETURN_IF_ERROR(ctx.copy(staged, *send, count * n));
+  *send = staged;
+  return Status::ok();
+}
+
 Status uniformPairwiseAlltoall(CollectiveContext& ctx, const void* send, void* recv, size_t count) {
-  if (send == recv) {
-    const size_t n = static_cast<size_t>(ctx.size());
-    void* staged = ctx.stagingBytes(count * n * ctx.elementSize());
-    FW_RETURN_IF_ERROR(ctx.copy(staged, send, count * n));
-    send = staged;
-  }
+  FW_RETURN_IF_ERROR(stageInPlaceAlltoall(ctx, &send, recv, count));
   BlockMap blocks;
   blocks.uniform = count;
   return pairwiseAlltoall(ctx, send, blocks, recv, blocks);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/algorithms.h"
 #include "algorithms/context.h"
 #include "providers/shm/shm_copy.h"
 #include "providers/shm/shm_node.h"
@@ -340,18 +341,20 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
 // the pairwise messages instead (UCX reads them once, CMA): measured on 4
 // ranks on 2 cores, 1-16 MiB all-to-alls 3.3-3.9 GB/s busbw that way
 // against 2.7-3.2 in rounds, and 256 KiB ones 2.7-3.1 against 4.2.
-// In place (send == recv) always in rounds, which need no staging: a
-// round's piece j of every outgoing block is in the segment before piece
-// j of an incoming one lands over it, and later rounds' pieces lie
-// elsewhere (2-rank 256 KiB and 1 MiB: 6.0-7.5 and 6.1-6.3 GB/s busbw
-// against 3.9 and 3.8 with the blocks staged first and read in place).
+// Every rank takes the same way whether its own call is in place or not
+// (a peer cannot tell). In place (send == recv) the rounds need no
+// staging: a round's piece j of every outgoing block is in the segment
+// before piece j of an incoming one lands over it, and later rounds'
+// pieces lie elsewhere. The messages would overwrite blocks a peer still
+// reads, so there an in-place send is staged first; the single-copy reads
+// land in the staging area instead (alltoallInPlace).
 Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
   const bool inPlace = send == recv;
-  if (!inPlace && blockSingleCopy_.holds(blockCount * es)) return alltoallInPlace(node, send, recv, blockCount);
-  if (!inPlace && yieldWhenIdle_ && blockCount * es >= kAlltoallMessagesFromBytes) {
-    return NodePhase::alltoall(node, send, recv, blockCount);
+  if (blockSingleCopy_.holds(blockCount * es)) return alltoallInPlace(node, send, recv, blockCount);
+  if (yieldWhenIdle_ && blockCount * es >= kAlltoallMessagesFromBytes) {
+    return NodePhase::alltoall(node, send, recv, blockCount);  // stages an in-place send
   }
   const size_t perRound = chunkBytes_ / es / static_cast<size_t>(ranks_);
   const size_t rounds = roundsFor(blockCount, perRound);
@@ -402,11 +405,26 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 }
 
 // Every rank publishes its send buffer and reads its own block of each
-// peer's from there.
+// peer's from there. In place (send == recv) a block read cannot go to
+// its place while the peers may still read the block there: the reads
+// land in the staging area and go into place once every peer has read
+// (2 ranks in place, busbw GB/s: 256 KiB 5.7-6.0, 1 MiB 6.2-6.3, 4 MiB
+// 5.7-6.5, against 4.6-4.7, 4.1-4.2 and 3.1 with the whole send buffer
+// staged first).
 Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
   const size_t bytes = blockCount * node.elementSize();
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
+  if (send == recv) {
+    char* landed = node.stagingBytes(bytes * static_cast<size_t>(ranks_));
+    FW_RETURN_IF_ERROR(singleCopyRound(
+        node, kAlltoallInPlace, blockCount, send, [] { return Status::ok(); },
+        [&](int q, uint64_t theirs) { return readPeer(q, landed + q * bytes, theirs + localRank_ * bytes, bytes); }));
+    for (int q = 0; q < ranks_; ++q) {
+      if (q != localRank_) resultCopy(out + q * bytes, landed + q * bytes, bytes, false);
+    }
+    return Status::ok();
+  }
   return singleCopyRound(
       node, kAlltoallInPlace, blockCount, send,
       [&] {

@@ -125,7 +125,8 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       ranks_(static_cast<int>(nodeRanks_.size())), chunkBytes_(chunkBytes),
       inputBytes_(inputBytesFor(ranks_, chunkBytes)), resultBytes_(resultBytesFor(ranks_, chunkBytes)),
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
-      messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle), inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0) {
+      messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle),
+      inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0) {
   static_assert(offsetof(Control, sleepers) == 64, "the phase and the descriptors fill the first line");
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
@@ -324,9 +325,10 @@ Status SharedMemoryNode::checkDescriptor(int peer, const Descriptor& theirs) con
   const Descriptor& ours = current_;
   if (std::memcmp(&theirs, &ours, sizeof(Descriptor)) == 0) return Status::ok();
   auto describe = [](const Descriptor& d) {
-    static const char* const kKinds[] = {"?",       "allreduce", "reduce-scatter",         "allgather",
-                                         "broadcast", "reduce",  "barrier", "allgather (single copy)",
-                                         "broadcast (single copy)"};
+    // In the order of Kind (shm_node.h).
+    static const char* const kKinds[] = {"?",         "allreduce", "reduce-scatter",         "allgather",
+                                         "broadcast", "reduce",    "barrier",                "allgather (single copy)",
+                                         "broadcast (single copy)", "all-to-all",   "all-to-all (single copy)"};
     const char* kind = d.kind < sizeof(kKinds) / sizeof(kKinds[0]) ? kKinds[d.kind] : "?";
     return "collective #" + std::to_string(d.sequence) + " (shared-memory " + kind +
            ", type " + std::to_string(d.datatype) + ", op " + std::to_string(d.op) + ", root " +
