@@ -461,6 +461,102 @@ TEST_F(SharedMemory, AbortLeavesNothingBehind) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// Broadcasts let their root run up to 64 rounds ahead of the ranks that
+// read them (their rounds walk the ring and publish in slots of their
+// own): hundreds of them back to back, from every root, 4 B to 12 KB,
+// with a reader now and then falling behind, so the root reuses slots and
+// input bytes while they may still be read; small reductions (inline
+// lines) and allgathers (the parity's place) come between them. A chunk
+// of 4 KiB wraps the ring every few calls; 3 ranks outnumber the CPUs
+// here. Every value is checked after every call.
+TEST_F(SharedMemory, BroadcastsRunAheadOfLaggingReaders) {
+  for (const std::string chunk : {"", "4096"}) {
+    for (int nranks : {2, 3}) {
+      SCOPED_TRACE(std::to_string(nranks) + " ranks, chunk " + (chunk.empty() ? "default" : chunk));
+      auto outcomes = runRanks(nranks, [&chunk](const RankContext& ctx) {
+        if (!chunk.empty()) setenv("FAIRWAY_SHM_CHUNK_BYTES", chunk.c_str(), 1);
+        fwComm_t comm;
+        if (initOrReport(ctx, &comm)) return 1;
+        int failures = 0;
+        const int n = ctx.nranks;
+        uint64_t draw = 777;  // the same sequence on every rank
+        auto next = [&draw](uint64_t below) {
+          draw = draw * 6364136223846793005ull + 1442695040888963407ull;
+          return (draw >> 33) % below;
+        };
+        auto value = [](int call, size_t i) { return static_cast<int32_t>(call * 7919 + i); };
+        for (int call = 0; call < 400 && failures == 0; ++call) {
+          const uint64_t what = next(20);
+          const bool lag = next(8) == 0;
+          if (lag && ctx.rank == call % n) usleep(300);
+          size_t wrong = 0;
+          if (what == 0) {  // an inline allreduce
+            std::vector<double> in(5, ctx.rank + 1.0), out(5, 0.0);
+            RANK_CHECK(ctx, fwAllReduce(in.data(), out.data(), 5, fwFloat64, fwSum, comm, nullptr) == fwSuccess,
+                       "allreduce");
+            for (double v : out) wrong += v != n * (n + 1) / 2.0;
+          } else if (what == 1) {  // an allgather
+            std::vector<int32_t> mine(300, ctx.rank), all(300 * n, -1);
+            RANK_CHECK(ctx, fwAllGather(mine.data(), all.data(), 300, fwInt32, comm, nullptr) == fwSuccess,
+                       "allgather");
+            for (size_t i = 0; i < all.size(); ++i) wrong += all[i] != static_cast<int32_t>(i / 300);
+          } else {
+            const int root = static_cast<int>(next(static_cast<uint64_t>(n)));
+            const size_t count = 1 + next(3000);
+            std::vector<int32_t> send(count), recv(count, -1);
+            for (size_t i = 0; i < count; ++i) send[i] = value(call, i);
+            // Out of place on the root for odd calls, in place otherwise.
+            void* from = ctx.rank == root && call % 2 == 1 ? static_cast<void*>(send.data()) : recv.data();
+            if (ctx.rank == root && from == recv.data()) recv = send;
+            RANK_CHECK(ctx, fwBroadcast(from, recv.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
+                       "broadcast");
+            for (size_t i = 0; i < count; ++i) wrong += recv[i] != value(call, i);
+          }
+          RANK_CHECK(ctx, wrong == 0,
+                     "call " + std::to_string(call) + ": " + std::to_string(wrong) + " wrong values");
+        }
+        RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+        return failures;
+      });
+      for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+    }
+  }
+}
+
+// A broadcast's rounds publish in their slot, every other round in the
+// parity's place: a rank in an allreduce whose peer is in a broadcast at
+// the same round (or the other way round) finds the peer's descriptor
+// in the other place and names the peer's broadcast or allreduce.
+TEST_F(SharedMemory, BroadcastAgainstAnotherCollectiveIsNamed) {
+  for (const bool oddOneBroadcasts : {false, true}) {
+    SCOPED_TRACE(oddOneBroadcasts ? "rank 2 broadcasts" : "ranks 0 and 1 broadcast");
+    auto outcomes = runRanks(3, [oddOneBroadcasts](const RankContext& ctx) {
+      setenv("FAIRWAY_TIMEOUT_MS", "20000", 1);
+      fwComm_t comm;
+      if (initOrReport(ctx, &comm)) return 1;
+      int failures = 0;
+      std::vector<double> a(1000, 1.0), b(1000, 0.0);
+      const bool broadcasts = (ctx.rank == 2) == oddOneBroadcasts;
+      const fwResult_t r = broadcasts ? fwBroadcast(a.data(), b.data(), 1000, fwFloat64, 0, comm, nullptr)
+                                      : fwAllReduce(a.data(), b.data(), 1000, fwFloat64, fwSum, comm, nullptr);
+      if (ctx.rank == 2 || !broadcasts) {
+        // Rank 2 always waits for a peer of the other call; the allreduce's
+        // ranks wait for rank 2 too. The broadcast's own ranks may finish.
+        RANK_CHECK(ctx, r == fwCollectiveMismatch || r == fwRemoteError,
+                   std::string("result ") + fwGetErrorString(r));
+        if (r == fwCollectiveMismatch) {
+          const char* named = broadcasts ? "shared-memory allreduce" : "shared-memory broadcast";
+          RANK_CHECK(ctx, std::strstr(fwGetLastErrorMessage(), named) != nullptr,
+                     std::string("the message names the peer's call: ") + fwGetLastErrorMessage());
+        }
+      }
+      fwCommAbort(comm);
+      return failures;
+    });
+    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+  }
+}
+
 // Ranks that call different collectives, or with different counts, are
 // told so by the segment's round descriptors, before any data is read:
 // in the general rounds, in the inline rounds of small reductions (one

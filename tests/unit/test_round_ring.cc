@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <random>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "providers/shm/round_ring.h"
 
@@ -24,11 +26,14 @@ bool overlap(Region a, Region b) {
 }
 
 // Places `rounds` random sizes (0 to a chunk, skewed towards the edges
-// the rule halves at) and checks every placement.
+// the rule halves at), some walking whatever their size, and checks every
+// placement, and that the ring names a round no earlier than the latest
+// one sharing bytes with each (from every round placed so far).
 void checkRandomRounds(size_t chunkBytes, bool walk, size_t walkFrom, unsigned seed, int rounds) {
   std::mt19937_64 random(seed);
   RoundRing ring(chunkBytes, walk, walkFrom);
   Region last{0, 0};
+  std::vector<Region> placed;  // by round
   for (int g = 0; g < rounds; ++g) {
     size_t bytes = 0;
     switch (random() % 4) {
@@ -42,19 +47,33 @@ void checkRandomRounds(size_t chunkBytes, bool walk, size_t walkFrom, unsigned s
     const size_t spans[] = {RoundRing::kWholeRing, RoundRing::kNearSpanBytes, chunkBytes / 2, 3 * chunkBytes / 4,
                             chunkBytes, 2 * chunkBytes, 4096};
     const size_t span = spans[random() % 7];
-    const size_t at = ring.place(bytes, span);
+    const bool walkAnySize = random() % 3 == 0;
+    const size_t at = ring.place(bytes, span, static_cast<uint32_t>(g), walkAnySize);
     const Region region{at, bytes == 0 ? 0 : bytes + RoundRing::kSlackBytes};
     SCOPED_TRACE("chunk " + std::to_string(chunkBytes) + (walk ? ", walking from " + std::to_string(walkFrom) : "") +
-                 ", span " +
-                 std::to_string(span) + ", round " +
+                 (walkAnySize ? ", this round walking" : "") + ", span " + std::to_string(span) + ", round " +
                  std::to_string(g) + ": " + std::to_string(bytes) + " bytes at " + std::to_string(at) +
                  ", the last round's " + std::to_string(last.bytes) + " at " + std::to_string(last.at));
     ASSERT_EQ(ring.at(), at);
-    ASSERT_LE(at + region.bytes, RoundRing::areaBytes(chunkBytes, walk, walkFrom));
+    ASSERT_LE(at + region.bytes, RoundRing::areaBytes(chunkBytes, walkFrom));
     if (chunkBytes % 64 == 0) {
       ASSERT_EQ(at % 64, 0u);
     }
     ASSERT_FALSE(overlap(region, last));
+    int latest = -1;
+    for (int h = g - 1; h >= 0 && latest < 0; --h) {
+      if (overlap(region, placed[static_cast<size_t>(h)])) latest = h;
+    }
+    // Named by unit: at or after the latest round whose bytes it shares,
+    // never the round before.
+    if (latest >= 0) {
+      ASSERT_TRUE(ring.reusesBytes());
+      ASSERT_GE(ring.reusedRound(), static_cast<uint32_t>(latest));
+    }
+    if (ring.reusesBytes()) {
+      ASSERT_LE(static_cast<int>(ring.reusedRound()), g - 2);
+    }
+    placed.push_back(region);
     if (bytes > 0) last = region;
   }
 }
@@ -65,7 +84,7 @@ TEST(RoundRing, ConsecutiveRoundsNeverOverlapAndStayInside) {
     for (bool walk : {true, false}) {
       // Walking from the two sizes the CPUs use (round_ring.h).
       for (size_t walkFrom : {RoundRing::kWalkFromBytes, RoundRing::kWalkFromBytesIntel}) {
-        checkRandomRounds(chunk, walk, walkFrom, static_cast<unsigned>(chunk + walk + walkFrom), 20000);
+        checkRandomRounds(chunk, walk, walkFrom, static_cast<unsigned>(chunk + walk + walkFrom), 5000);
       }
     }
   }
@@ -75,20 +94,20 @@ TEST(RoundRing, ConsecutiveRoundsNeverOverlapAndStayInside) {
 // ring of two chunks, which lies kSlackBytes further on for every unit
 // (the smallest slot) before it.
 void expectPlaces(RoundRing& ring, size_t unit, std::initializer_list<std::pair<size_t, size_t>> rounds) {
+  uint32_t round = 0;
   for (const auto& [bytes, at] : rounds) {
-    EXPECT_EQ(ring.place(bytes, RoundRing::kWholeRing), at + RoundRing::kSlackBytes * (at / unit)) << bytes << " bytes";
+    EXPECT_EQ(ring.place(bytes, RoundRing::kWholeRing, round++), at + RoundRing::kSlackBytes * (at / unit))
+        << bytes << " bytes";
   }
 }
-// The smallest slot of a walking ring of 256 KiB chunks: 32 KiB, where a
-// round of kWalkFromBytes stops halving it; without walking, the chunk.
+// The smallest slot of a ring of 256 KiB chunks, walking or not: 32 KiB,
+// where a round of kWalkFromBytes stops halving it.
 constexpr size_t kWalkingUnit = 32768;
-constexpr size_t kHalvesUnit = 262144;
 
 TEST(RoundRing, TheAreaHoldsTwoChunksAndTheSlackAfterEachUnit) {
-  EXPECT_EQ(RoundRing::areaBytes(262144, true), 2 * 262144 + 16 * RoundRing::kSlackBytes);
-  EXPECT_EQ(RoundRing::areaBytes(262144, false), 2 * 262144 + 2 * RoundRing::kSlackBytes);
+  EXPECT_EQ(RoundRing::areaBytes(262144), 2 * 262144 + 16 * RoundRing::kSlackBytes);
   // A chunk of no whole number of 128 bytes is never halved.
-  EXPECT_EQ(RoundRing::areaBytes(100000, true), 2 * 100000 + 2 * RoundRing::kSlackBytes);
+  EXPECT_EQ(RoundRing::areaBytes(100000), 2 * 100000 + 2 * RoundRing::kSlackBytes);
 }
 
 TEST(RoundRing, FullChunksAlternateBetweenTheHalves) {
@@ -99,7 +118,7 @@ TEST(RoundRing, FullChunksAlternateBetweenTheHalves) {
 TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
   RoundRing ring(262144, true);
   std::set<size_t> places;
-  for (int g = 0; g < 8; ++g) places.insert(ring.place(65536, RoundRing::kWholeRing));
+  for (uint32_t g = 0; g < 8; ++g) places.insert(ring.place(65536, RoundRing::kWholeRing, g));
   // Every second unit: the slack after each shifts a place 128 bytes on.
   EXPECT_EQ(places, (std::set<size_t>{0, 65664, 131328, 196992, 262656, 328320, 393984, 459648}));
   expectPlaces(ring, kWalkingUnit, {
@@ -121,8 +140,9 @@ TEST(RoundRing, SmallerPiecesWalkTheWholeRing) {
 TEST(RoundRing, ASpanKeepsSmallerPiecesNearTheStart) {
   constexpr size_t kMiB = 1024 * 1024, kUnit = 32768;  // a walking ring of 1 MiB chunks
   RoundRing ring(kMiB, true);
+  uint32_t round = 0;
   auto placed = [&](size_t bytes, size_t span) {  // the virtual offset, the slack taken out
-    return ring.place(bytes, span) / (kUnit + RoundRing::kSlackBytes) * kUnit;
+    return ring.place(bytes, span, round++) / (kUnit + RoundRing::kSlackBytes) * kUnit;
   };
   std::set<size_t> places;
   for (int g = 0; g < 16; ++g) places.insert(placed(131072, RoundRing::kNearSpanBytes));
@@ -142,7 +162,7 @@ TEST(RoundRing, ASpanKeepsSmallerPiecesNearTheStart) {
 // the halves.
 TEST(RoundRing, WalkingFromFourKiBWalksRoundsOfFourKiB) {
   RoundRing ring(262144, true, RoundRing::kWalkFromBytesIntel);
-  EXPECT_EQ(RoundRing::areaBytes(262144, true, RoundRing::kWalkFromBytesIntel),
+  EXPECT_EQ(RoundRing::areaBytes(262144, RoundRing::kWalkFromBytesIntel),
             2 * 262144 + 128 * RoundRing::kSlackBytes);
   expectPlaces(ring, 4096, {{4096, 0}, {4096, 4096}, {8192, 8192}, {4095, 262144}, {4096, 266240}, {4095, 0},
                             {2048, 262144}});
@@ -151,7 +171,32 @@ TEST(RoundRing, WalkingFromFourKiBWalksRoundsOfFourKiB) {
 // Without walking, every round alternates between the halves.
 TEST(RoundRing, WithoutWalkingRoundsAlternateBetweenTheHalves) {
   RoundRing ring(262144, false);
-  expectPlaces(ring, kHalvesUnit, {{65536, 0}, {32768, 262144}, {0, 262144}, {262144, 0}, {1, 262144}});
+  expectPlaces(ring, kWalkingUnit, {{65536, 0}, {32768, 262144}, {0, 262144}, {262144, 0}, {1, 262144}});
+}
+
+// A round told to walk does so in any ring and at any size, in slots down
+// to the unit; the ring names the last round that used its bytes.
+TEST(RoundRing, ARoundMayWalkAtAnySizeAndNamesTheRoundItReuses) {
+  RoundRing ring(262144, false);
+  EXPECT_EQ(ring.place(100, RoundRing::kWholeRing, 0, true), 0u);
+  EXPECT_FALSE(ring.reusesBytes());
+  EXPECT_EQ(ring.place(100, RoundRing::kWholeRing, 1, true), kWalkingUnit + RoundRing::kSlackBytes);
+  EXPECT_EQ(ring.place(40000, RoundRing::kWholeRing, 2, true), 2 * (kWalkingUnit + RoundRing::kSlackBytes));
+  EXPECT_FALSE(ring.reusesBytes());
+  // A round that does not walk goes to the next half: the first unit of
+  // the second half was not used yet.
+  EXPECT_EQ(ring.place(100, RoundRing::kWholeRing, 3), 8 * (kWalkingUnit + RoundRing::kSlackBytes));
+  EXPECT_FALSE(ring.reusesBytes());
+  // The first half's start, last used by round 0.
+  EXPECT_EQ(ring.place(200000, RoundRing::kWholeRing, 4), 0u);
+  ASSERT_TRUE(ring.reusesBytes());
+  EXPECT_EQ(ring.reusedRound(), 2u);  // rounds 0, 1 and 2 lay there, 2 last
+  // Walking on past round 4's region: unit 7, free, then unit 8, round 3's.
+  EXPECT_EQ(ring.place(32768, RoundRing::kWholeRing, 5, true), 7 * (kWalkingUnit + RoundRing::kSlackBytes));
+  EXPECT_FALSE(ring.reusesBytes());
+  ring.place(32768, RoundRing::kWholeRing, 6, true);
+  ASSERT_TRUE(ring.reusesBytes());
+  EXPECT_EQ(ring.reusedRound(), 3u);
 }
 
 }  // namespace

@@ -92,7 +92,8 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 }
 
 // Single copies by default only where they were measured faster: 2 ranks
-// with a CPU each, allgather blocks of 8 KiB to 16 MiB, both ends included.
+// with a CPU each, allgather blocks of 8 KiB to 16 MiB and broadcasts of
+// 32 KiB to 32 MiB, both ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kMiB = 1024 * 1024;
   const auto two = SharedMemoryNode::defaultBlockSingleCopy(2, false);
@@ -104,6 +105,14 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     const auto none = SharedMemoryNode::defaultBlockSingleCopy(ranks, oversubscribed);
     EXPECT_FALSE(none.holds(1 * kMiB)) << ranks << " ranks";
   }
+  // Broadcasts: 32 KiB to 32 MiB (below, the segment's rounds run ahead).
+  const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false);
+  EXPECT_FALSE(broadcast.holds(32 * 1024 - 1));
+  EXPECT_TRUE(broadcast.holds(32 * 1024));
+  EXPECT_TRUE(broadcast.holds(32 * kMiB));
+  EXPECT_FALSE(broadcast.holds(32 * kMiB + 1));
+  EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true).holds(1 * kMiB));
+  EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false).holds(1 * kMiB));
   EXPECT_FALSE(SharedMemoryNode::SizeWindow{}.holds(0));  // the empty window holds nothing
 }
 

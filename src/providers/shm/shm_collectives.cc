@@ -1,7 +1,9 @@
 // The shared-memory provider's collectives, in rounds of at most one chunk
 // per rank (shm_node.h). Round g's input region never overlaps round
 // g - 1's, and it uses the result areas of parity g % 2, so a rank fills
-// round g + 1 while slower peers still read round g.
+// round g + 1 while slower peers still read round g; a round whose region
+// no recent round used (a broadcast's, walking the ring) waits for no
+// peer at all (beginRound).
 #include <algorithm>
 #include <cstring>
 
@@ -102,8 +104,8 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
     char* in = input(localRank_);
     segmentCopy(in, piece, ownAt);
     segmentCopy(in + ownAt + sliceCount * es, piece + ownAt + sliceCount * es, (length - sliceCount) * es - ownAt);
-    post(arrived(round_));
-    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    arrive();
+    FW_RETURN_IF_ERROR(awaitAllArrivals());
     char* mine = result(localRank_, round_);
     reduceSlices(node, mine, ownAt, sliceCount, piece + ownAt);
     node.reducer().finalize(mine, sliceCount);
@@ -113,7 +115,7 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
     // peers' last reductions.
     for (int step = 0; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
-      if (step > 0) FW_RETURN_IF_ERROR(await(q, finished(round_), false));
+      if (step > 0) FW_RETURN_IF_ERROR(await(q, finished(round_)));
       resultCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es,
                  streaming);
     }
@@ -129,9 +131,9 @@ Status SharedMemoryNode::reduceEverywhere(CollectiveContext& node, const void* s
   const size_t es = node.elementSize();
   FW_RETURN_IF_ERROR(beginRound(node, root < 0 ? kAllreduce : kReduce, root, count, count * es));
   segmentCopy(input(localRank_), send, count * es);
-  post(arrived(round_));
+  arrive();
   if (root < 0 || localRank_ == root) {
-    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    FW_RETURN_IF_ERROR(awaitAllArrivals());
     // The peers' lines requested together rather than one after another
     // as the combine reaches them (2-rank 256 B-1 KiB allreduce 0.37-0.45
     // to 0.33-0.41 us; no difference past 4 KiB, nor on 4 and 8 ranks).
@@ -164,7 +166,7 @@ Status SharedMemoryNode::reduceInline(CollectiveContext& node, const void* send,
     mine.tailRound.store(round_, std::memory_order_release);
   }
   mine.round.store(round_, std::memory_order_release);
-  post(arrived(round_));
+  arrive();
   if (root < 0 || localRank_ == root) {
     for (int p = 0; p < ranks_; ++p) {
       if (p != localRank_) FW_RETURN_IF_ERROR(awaitInline(p, withTail));
@@ -222,8 +224,8 @@ Status SharedMemoryNode::reduceScatterFrom(CollectiveContext& node, const InputB
       if (q == localRank_ && !ownInPlace) continue;
       segmentCopy(area + q * stride, in.at(q, first), pieceOf(blocks.chunkCount(q), first, perRound) * es);
     }
-    post(arrived(round_));
-    FW_RETURN_IF_ERROR(awaitAll(arrived(round_), true));
+    arrive();
+    FW_RETURN_IF_ERROR(awaitAllArrivals());
     reduceSlices(node, dst, localRank_ * stride, mine, ownInPlace ? nullptr : own);
     node.reducer().finalize(dst, mine);
     post(finished(round_));
@@ -264,10 +266,10 @@ Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own,
     } else {
       segmentCopyTwice(in, node.at(ownInOut, first), node.at(own, first), bytes, streaming);
     }
-    post(arrived(round_));
+    arrive();
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
-      FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
+      FW_RETURN_IF_ERROR(awaitArrival(q));
       const char* theirs = nullptr;
       FW_RETURN_IF_ERROR(peerInput(q, &theirs));
       resultCopy(out.at(q, first), theirs, pieceOf(blocks.chunkCount(q), first, perRound) * es, streaming);
@@ -282,6 +284,14 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
   return broadcastFrom(node, buf, buf, count, root);
 }
 
+// Every round walks the input ring (RoundRing's walkAnySize), so the root,
+// which waits for no reader, runs up to kRoundSlots rounds ahead of the
+// others while they copy the rounds out: with rounds kept to the ring's
+// halves it waited for the readers of round g - 2 before filling round g.
+// 2 ranks with a CPU each, us a call: 1 KiB 0.42 to 0.31, 4 KiB 0.82 to
+// 0.44, 8 KiB 1.1 to 0.65; 4 ranks on 2 cores: 1 KiB 1.8 to 0.62, 8 KiB
+// 3.4 to 1.27, 16 KiB 5.5 to 2.5 (slots: 16 left 4 ranks at 0.8 us for
+// 1 KiB, 256 measured as 64).
 // Out of place the root never fills recv before the peers can read: once
 // results stream past the caches it copies each piece of send into the
 // segment and into recv in one pass (2 ranks: 16 MiB 8.3-8.8 GB/s busbw
@@ -320,10 +330,10 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
         segmentCopy(in, piece, length * es);
       }
     }
-    post(arrived(round_));
+    arrive();
     if (copyAfter) resultCopy(node.at(buf, first), node.at(send, first), length * es, false);
     if (localRank_ != root) {
-      FW_RETURN_IF_ERROR(await(root, arrived(round_), true));
+      FW_RETURN_IF_ERROR(awaitArrival(root));
       const char* theirs = nullptr;
       FW_RETURN_IF_ERROR(peerInput(root, &theirs));
       resultCopy(node.at(buf, first), theirs, length * es, streaming);
@@ -370,11 +380,11 @@ Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, voi
     for (int q = 0; q < ranks_; ++q) {
       if (q != localRank_) segmentCopy(area + q * bytes, in + at(q, first), bytes);
     }
-    post(arrived(round_));
+    arrive();
     if (!inPlace) resultCopy(out + at(localRank_, first), in + at(localRank_, first), bytes, streaming);
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
-      FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
+      FW_RETURN_IF_ERROR(awaitArrival(q));
       resultCopy(out + at(q, first), input(q) + localRank_ * bytes, bytes, streaming);
     }
     post(finished(round_));
@@ -391,15 +401,15 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
                                          const void* published, CopyOwn copyOwn, ReadFrom readFrom) {
   FW_RETURN_IF_ERROR(beginRound(node, kind, -1, count, 0));
   control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
-  post(arrived(round_));
+  arrive();
   FW_RETURN_IF_ERROR(copyOwn());
   for (int step = 1; step < ranks_; ++step) {
     const int q = (localRank_ + step) % ranks_;
-    FW_RETURN_IF_ERROR(await(q, arrived(round_), true));
+    FW_RETURN_IF_ERROR(awaitArrival(q));
     FW_RETURN_IF_ERROR(readFrom(q, control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed)));
   }
   post(finished(round_));
-  Status st = awaitAll(finished(round_), false);
+  Status st = awaitAll(finished(round_));
   ++round_;
   return st;
 }
@@ -459,10 +469,10 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* p
                                           int root) {
   FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count, 0));
   control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
-  post(arrived(round_));
+  arrive();
   Status st;
   if (localRank_ != root) {
-    st = await(root, arrived(round_), true);
+    st = awaitArrival(root);
     if (st.isOk()) {
       st = readPeer(root, buf, control(root).userBuffer[round_ % 2].load(std::memory_order_relaxed),
                     count * node.elementSize());
@@ -471,7 +481,7 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* p
   } else {
     if (published != buf) st = node.copy(buf, published, count);
     post(finished(round_));
-    const Status read = awaitAll(finished(round_), false);
+    const Status read = awaitAll(finished(round_));
     if (st.isOk()) st = read;
   }
   ++round_;
@@ -481,8 +491,8 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* p
 Status SharedMemoryNode::barrier(CollectiveContext& node) {
   FW_RETURN_IF_ERROR(checkContext(node));
   FW_RETURN_IF_ERROR(beginRound(node, kBarrier, -1, 0, 0));
-  post(arrived(round_));
-  Status st = awaitAll(arrived(round_), true);  // finished is implied (shm_node.h)
+  arrive();
+  Status st = awaitAllArrivals();  // finished is implied (shm_node.h)
   ++round_;
   return st;
 }

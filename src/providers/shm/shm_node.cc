@@ -21,7 +21,7 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3330304d48535746ull;  // "FWSHM003": the layout of this version
+constexpr uint64_t kMagic = 0x3430304d48535746ull;  // "FWSHM004": the layout of this version
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
@@ -48,7 +48,7 @@ void futexWakeAll(std::atomic<uint32_t>* word) {
 // best for this CPU (round_ring.h): every rank of a node computes the same.
 bool walksRing(int ranks) { return ranks == 2; }
 size_t inputBytesFor(int ranks, size_t chunkBytes) {
-  return RoundRing::areaBytes(chunkBytes, walksRing(ranks), RoundRing::walkFromBytesHere());
+  return RoundRing::areaBytes(chunkBytes, RoundRing::walkFromBytesHere());
 }
 size_t resultBytesFor(int ranks, size_t chunkBytes) { return roundUp(chunkBytes / ranks + 64, 64); }
 size_t slotBytesFor(int ranks, size_t chunkBytes) {
@@ -100,18 +100,20 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBlockSingleCopy(int ranks,
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
 // DESIGN.md "Single copies"): the other rank reading the root's buffer
-// beats the segment's pipelined copies from 16 KiB (9.2-9.8 GB/s against
-// 5.7-7.6) to 32 MiB out of place, where the root copies send into recv
+// beat the segment's pipelined copies, before their rounds ran ahead,
+// from 16 KiB (9.2-9.8 GB/s against 5.7-7.6) to 32 MiB out of place,
+// where the root copies send into recv
 // while it is read (4 MiB 11.0 against 6.9, 32 MiB 9.4 against 8.3), and
 // to 2 MiB in place (512 KiB 22.3 against 17.0); in place the pipelined
 // copies are ahead from 4 MiB by less (4-32 MiB 10.6-11.6 against
 // 9.6-10.6) than they are behind out of place, and the window cannot
 // depend on it: only the root knows whether its call is in place. At 64
 // MiB the pipelined copies win both ways (10.7 and 7.1 against 5.2 and
-// 5.8); below 16 KiB the read's system call costs more than the copy.
+// 5.8); below 32 KiB the read's system call costs more than the copies
+// of rounds that run ahead (16 KiB 1.32-1.37 us a call against 1.39-1.51).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
-  return {size_t{16} << 10, size_t{32} << 20};
+  return {size_t{32} << 10, size_t{32} << 20};
 }
 
 size_t SharedMemoryNode::segmentBytes(int ranks, size_t chunkBytes) {
@@ -127,7 +129,6 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
       messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle),
       inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0) {
-  static_assert(offsetof(Control, sleepers) == 64, "the phase and the descriptors fill the first line");
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
 
@@ -174,11 +175,13 @@ void SharedMemoryNode::format() {
   header->chunkBytes = chunkBytes_;
   // An inline line of parity p only ever holds rounds of parity p: one of
   // the other parity reads as "not this round" (a zero would be round 0).
+  // Likewise a round slot s only holds rounds g with g % kRoundSlots == s.
   for (int rank = 0; rank < ranks_; ++rank) {
     for (uint32_t parity = 0; parity < 2; ++parity) {
       control(rank).inlineRound[parity].round.store(parity ^ 1, std::memory_order_relaxed);
       control(rank).inlineRound[parity].tailRound.store(parity ^ 1, std::memory_order_relaxed);
     }
+    for (uint32_t s = 0; s < kRoundSlots; ++s) control(rank).slots[s].arrived.store(s + 1, std::memory_order_relaxed);
   }
 }
 
@@ -212,13 +215,13 @@ char* SharedMemoryNode::shiftedInput(const void* destination, size_t bytes) {
   // 4 KiB pieces 0.59 against 0.63 us).
   const size_t shift =
       bytes >= kernels::kOnePassFromBytes ? reinterpret_cast<uintptr_t>(destination) % RoundRing::kSlackBytes : 0;
-  control(localRank_).inputShift[round_ % 2].store(static_cast<uint8_t>(shift), std::memory_order_relaxed);
+  publishedShift(localRank_).store(static_cast<uint8_t>(shift), std::memory_order_relaxed);
   return input(localRank_) + shift;
 }
 
 Status SharedMemoryNode::peerInput(int peer, const char** at) const {
   // Published before the peer's arrival, which this rank has seen.
-  const size_t shift = control(peer).inputShift[round_ % 2].load(std::memory_order_relaxed);
+  const size_t shift = publishedShift(peer).load(std::memory_order_relaxed);
   if (shift >= RoundRing::kSlackBytes) {
     return Status(fwInternalError, "rank " + std::to_string(nodeRanks_[peer]) + " placed its shared-memory round " +
                                        std::to_string(shift) + " bytes into its region, past the " +
@@ -251,11 +254,19 @@ Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
 
 Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count,
                                     size_t inputBytes) {
-  // This parity's buffers were last read in round - 2; the round's input
-  // region overlaps none of round - 1's.
-  FW_RETURN_IF_ERROR(awaitAll(finished(round_ - 2), false));
   const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce;
-  inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing);
+  const bool ahead = runsAhead(kind);
+  inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing, round_, ahead);
+  // What this round writes must have been read by every peer: its slot,
+  // last used kRoundSlots rounds back, or its parity's place (and inline
+  // line and result area), two rounds back; and the input region's bytes,
+  // last used two or more rounds back (never the round before:
+  // round_ring.h).
+  uint32_t lastReadRound = ahead ? round_ - kRoundSlots : round_ - 2;
+  if (inputRing_.reusesBytes() && static_cast<int32_t>(inputRing_.reusedRound() - lastReadRound) > 0) {
+    lastReadRound = inputRing_.reusedRound();
+  }
+  FW_RETURN_IF_ERROR(awaitAll(finished(lastReadRound)));
   const Reducer* reducer = reduces ? &node.reducer() : nullptr;  // the copies' contexts have none
   current_ = Descriptor{round_,
                         node.sequence(),
@@ -265,7 +276,7 @@ Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, in
                         0,
                         root,
                         count};
-  control(localRank_).round[round_ % 2] = current_;
+  published(localRank_) = current_;
   return Status::ok();
 }
 
@@ -275,15 +286,20 @@ void SharedMemoryNode::post(uint32_t phase) {
   if (mine.sleepers.load(std::memory_order_seq_cst) > 0) futexWakeAll(&mine.phase);
 }
 
-Status SharedMemoryNode::awaitAll(uint32_t phase, bool checkRound) {
+void SharedMemoryNode::arrive() {
+  if (runsAhead(current_.kind)) slot(localRank_, round_).arrived.store(round_, std::memory_order_release);
+  post(arrived(round_));
+}
+
+Status SharedMemoryNode::awaitAll(uint32_t phase) {
   for (int p = 0; p < ranks_; ++p) {
-    if (p != localRank_) FW_RETURN_IF_ERROR(await(p, phase, checkRound));
+    if (p != localRank_) FW_RETURN_IF_ERROR(await(p, phase));
   }
   return Status::ok();
 }
 
-Status SharedMemoryNode::await(int peer, uint32_t phase, bool checkRound) {
-  if (!checkRound && reached(seen_[peer], phase)) return Status::ok();
+Status SharedMemoryNode::await(int peer, uint32_t phase) {
+  if (reached(seen_[peer], phase)) return Status::ok();
   Control& theirs = control(peer);
   uint32_t now = theirs.phase.load(std::memory_order_acquire);
   if (!reached(now, phase)) {
@@ -291,7 +307,43 @@ Status SharedMemoryNode::await(int peer, uint32_t phase, bool checkRound) {
     now = theirs.phase.load(std::memory_order_acquire);
   }
   seen_[peer] = now;
-  return checkRound ? checkDescriptor(peer) : Status::ok();
+  return Status::ok();
+}
+
+Status SharedMemoryNode::awaitAllArrivals() {
+  for (int p = 0; p < ranks_; ++p) {
+    if (p != localRank_) FW_RETURN_IF_ERROR(awaitArrival(p));
+  }
+  return Status::ok();
+}
+
+Status SharedMemoryNode::awaitArrival(int peer) {
+  if (runsAhead(current_.kind)) return awaitSlotArrival(peer);
+  FW_RETURN_IF_ERROR(await(peer, arrived(round_)));
+  return checkDescriptor(peer);
+}
+
+Status SharedMemoryNode::awaitSlotArrival(int peer) {
+  const RoundSlot& theirs = slot(peer, round_);
+  const uint32_t round = round_;
+  // Exactly this round: the slot last held round g - kRoundSlots or, long
+  // ago, another of its rounds, which a wrapped comparison could take for
+  // a later one.
+  auto in = [&] { return theirs.arrived.load(std::memory_order_acquire) == round; };
+  bool arrivedHere = false;
+  for (unsigned polls = 0; polls < kPollsPerClockRead && !(arrivedHere = in()); ++polls) idlePoll(yieldWhenIdle_);
+  if (!arrivedHere) {
+    // A longer wait goes by the peer's phase, posted after its slot: the
+    // futex sleep, the health checks and the timeout.
+    FW_RETURN_IF_ERROR(slowWait(peer, arrived(round)));
+    if (!in()) {
+      FW_RETURN_IF_ERROR(checkDescriptor(peer));
+      return Status(fwInternalError, "rank " + std::to_string(nodeRanks_[peer]) +
+                                         " posted its shared-memory round without the round's slot");
+    }
+  }
+  if (!reached(seen_[peer], arrived(round))) seen_[peer] = arrived(round);
+  return checkDescriptor(peer);
 }
 
 Status SharedMemoryNode::awaitInline(int peer, bool withTail) {
@@ -321,9 +373,25 @@ Status SharedMemoryNode::awaitInline(int peer, bool withTail) {
   return checkDescriptor(peer, theirs.descriptor);
 }
 
+Status SharedMemoryNode::checkDescriptor(int peer) const {
+  const Descriptor& theirs = published(peer);
+  if (std::memcmp(&theirs, &current_, sizeof(Descriptor)) == 0) return Status::ok();
+  // A peer in a round of the other way published this round's there;
+  // neither place is rewritten before this rank has finished the round.
+  // (A place never written holds zeros: kind 0, round 0.)
+  const Descriptor& elsewhere =
+      runsAhead(current_.kind) ? control(peer).round[round_ % 2] : slot(peer, round_).descriptor;
+  auto ofThisRound = [&](const Descriptor& d) { return d.round == round_ && d.kind != 0; };
+  return mismatch(peer, !ofThisRound(theirs) && ofThisRound(elsewhere) ? elsewhere : theirs);
+}
+
 Status SharedMemoryNode::checkDescriptor(int peer, const Descriptor& theirs) const {
+  if (std::memcmp(&theirs, &current_, sizeof(Descriptor)) == 0) return Status::ok();
+  return mismatch(peer, theirs);
+}
+
+Status SharedMemoryNode::mismatch(int peer, const Descriptor& theirs) const {
   const Descriptor& ours = current_;
-  if (std::memcmp(&theirs, &ours, sizeof(Descriptor)) == 0) return Status::ok();
   auto describe = [](const Descriptor& d) {
     // In the order of Kind (shm_node.h).
     static const char* const kKinds[] = {"?",         "allreduce", "reduce-scatter",         "allgather",

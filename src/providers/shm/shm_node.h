@@ -1,7 +1,8 @@
 // The shared-memory provider of host collectives among the ranks of one
 // node. Every local rank owns a slot in the node's segment: a control block
-// (its phase counter, the descriptor of its current round, the collective
-// it last entered, the inline rounds that carry a small reduction's input),
+// (its phase counter, the descriptors of its last kRoundSlots rounds, the
+// collective it last entered, the inline rounds that carry a small
+// reduction's input),
 // an input area of two chunks of FAIRWAY_SHM_CHUNK_BYTES (and some slack)
 // that rounds take in turn (round_ring.h) and double-buffered result areas.
 // A collective is cut into rounds of at most one chunk per rank; in each
@@ -69,7 +70,7 @@ class SharedMemoryNode final : public NodePhase {
   // all-to-all blocks of 8 KiB to 16 MiB with 2 ranks and a CPU each,
   // nothing otherwise (see the definition).
   static SizeWindow defaultBlockSingleCopy(int ranks, bool oversubscribed);
-  // Broadcasts likewise: 2 ranks with a CPU each, 16 KiB to 32 MiB (see
+  // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB (see
   // the definition). One window whether the root's call is in place or
   // not, as the other ranks cannot tell.
   static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed);
@@ -131,13 +132,27 @@ class SharedMemoryNode final : public NodePhase {
   };
   static constexpr size_t kInlineHeadBytes = sizeof(InlineRound::head);
   static constexpr size_t kInlineBytes = kInlineHeadBytes + sizeof(InlineRound::tail);
+  // A round that lets its owner run ahead of its readers (runsAhead: a
+  // broadcast's) publishes in slot g % kRoundSlots, read on one line by a
+  // peer waiting for its arrival: the round number, then what it needs.
+  struct alignas(64) RoundSlot {
+    std::atomic<uint32_t> arrived;  // exactly g once round g's input is in (format: no round of the slot)
+    // Where the round starts in its input region (shiftedInput): below
+    // RoundRing::kSlackBytes.
+    std::atomic<uint8_t> inputShift;
+    Descriptor descriptor;
+  };
+  // Deep enough that a broadcast's root runs many rounds ahead of its
+  // readers (see broadcastFrom).
+  static constexpr uint32_t kRoundSlots = 64;
+  // Every other round publishes on the phase's line, per parity: a peer
+  // waiting for its arrival reads one line, and its owner, which reuses
+  // that place two rounds on, waits for every reader of round g - 2.
   struct alignas(128) Control {
     std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
-    // Where a round of copies starts in its input region, per parity
-    // (shiftedInput): below RoundRing::kSlackBytes.
-    std::atomic<uint8_t> inputShift[2];
+    std::atomic<uint8_t> inputShift[2];  // as RoundSlot's
     uint16_t unused;
-    Descriptor round[2];  // of the rounds of each parity
+    Descriptor round[2];
     // Written rarely, on a line of their own.
     alignas(64) std::atomic<uint32_t> sleepers;
     std::atomic<uint32_t> announcedSequence;
@@ -147,6 +162,7 @@ class SharedMemoryNode final : public NodePhase {
     std::atomic<uint64_t> selfAddress;
     std::atomic<uint64_t> userBuffer[2];
     InlineRound inlineRound[2];
+    RoundSlot slots[kRoundSlots];
   };
   struct alignas(128) Header {
     uint64_t magic;
@@ -161,6 +177,19 @@ class SharedMemoryNode final : public NodePhase {
   };
 
   Control& control(int rank) const;
+  // Whether rounds of this kind let their owner run ahead, publishing in
+  // their slot: a broadcast's, whose root no reader waits for.
+  static bool runsAhead(uint8_t kind) { return kind == kBroadcast; }
+  // rank's slot of round `round`.
+  RoundSlot& slot(int rank, uint32_t round) const { return control(rank).slots[round % kRoundSlots]; }
+  // Where rank publishes the current round's descriptor and input shift:
+  // its slot or its parity's place, as the round's kind says.
+  Descriptor& published(int rank) const {
+    return runsAhead(current_.kind) ? slot(rank, round_).descriptor : control(rank).round[round_ % 2];
+  }
+  std::atomic<uint8_t>& publishedShift(int rank) const {
+    return runsAhead(current_.kind) ? slot(rank, round_).inputShift : control(rank).inputShift[round_ % 2];
+  }
   // The current round's region of rank's input area (every rank places
   // rounds alike: round_ring.h) and its result area.
   char* input(int rank) const;
@@ -185,17 +214,29 @@ class SharedMemoryNode final : public NodePhase {
   static uint32_t finished(uint32_t round) { return 2 * round + 2; }
 
   // Starts round `round_`, which puts inputBytes in every rank's input
-  // area (the most any rank puts): waits until every peer is done with
-  // round - 2 (this parity's descriptor and result area), places the
-  // round's input, then publishes the descriptor.
+  // area (the most any rank puts): places the round's input, waits until
+  // every peer is done with the rounds whose slot, input bytes, inline
+  // line or result area it reuses, then publishes the descriptor.
   Status beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count, size_t inputBytes);
   void post(uint32_t phase);
-  // Waits until peer's counter reaches phase; with checkRound, then
-  // compares its descriptor of this round with ours.
-  Status await(int peer, uint32_t phase, bool checkRound);
-  Status awaitAll(uint32_t phase, bool checkRound);
-  Status checkDescriptor(int peer) const { return checkDescriptor(peer, control(peer).round[round_ % 2]); }
-  Status checkDescriptor(int peer, const Descriptor& theirs) const;
+  // The round's input is in: its slot says so, then its phase.
+  void arrive();
+  // Waits until peer's counter reaches phase.
+  Status await(int peer, uint32_t phase);
+  Status awaitAll(uint32_t phase);
+  // Waits until peer's input of this round is in and compares its
+  // descriptor with ours.
+  Status awaitArrival(int peer);
+  Status awaitAllArrivals();
+  // A round that runs ahead waits on the peer's slot; a peer that posts
+  // this round without it is in another collective.
+  Status awaitSlotArrival(int peer);
+  // Compares peer's descriptor of this round, published where ours is,
+  // with ours; a mismatch names what the peer published for this round
+  // in either place.
+  Status checkDescriptor(int peer) const;
+  Status checkDescriptor(int peer, const Descriptor& theirs) const;  // an inline round's
+  Status mismatch(int peer, const Descriptor& theirs) const;
   // Waits until peer's inline round of this round is in (both lines when
   // withTail) and checks its descriptor; a peer that posts this round
   // without it is in another collective.
