@@ -7,10 +7,18 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/copy_kernels.h"
 
 namespace fairway {
+
+// Whether [a, a + bytes) and [b, b + bytes) share a byte.
+inline bool overlaps(const void* a, const void* b, size_t bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return bytes > 0 && x < y + bytes && y < x + bytes;
+}
 
 inline void segmentCopy(void* dst, const void* src, size_t bytes) {
   kernels::copyKernel()(nullptr, static_cast<char*>(dst), static_cast<const char*>(src), bytes, false);
