@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sanitizer and fuzzing runs, each in its own clang build directory:
 #   scripts/sanitize.sh asan [ctest args]  AddressSanitizer + UndefinedBehaviorSanitizer (build-asan):
-#                                          unit, error and API tests, the list forms, and the collective sweep with its
-#                                          large count cut to 65539 elements
+#                                          unit, error and API tests, the list forms, the shared-memory
+#                                          tests, and the collective sweep with its large count cut to
+#                                          65539 elements
 #   scripts/sanitize.sh tsan [ctest args]  ThreadSanitizer (build-tsan): the multi-rank API tests, which
 #                                          drive the messenger and the executor from several threads
 #   scripts/sanitize.sh fuzz [SECONDS] [RUNS]
@@ -30,7 +31,7 @@ case "$mode" in
   asan)
     configure build-asan -DFAIRWAY_SANITIZE=address,undefined
     cmake --build build-asan -j "${FAIRWAY_BUILD_JOBS:-$(nproc)}" --target fairway fairway-transport-ucx fairway_unit_tests \
-      fairway_error_tests fairway_api_tests fairway_collective_tests fairway_list_form_tests
+      fairway_error_tests fairway_api_tests fairway_collective_tests fairway_list_form_tests fairway_shared_memory_tests
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
     # use_tls=0: clang 14's LeakSanitizer misreads the dynamic TLS of
     # libraries loaded with dlopen (UCX's, through the transport plugin)

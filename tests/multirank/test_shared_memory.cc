@@ -222,7 +222,10 @@ TEST_F(SharedMemory, SplitsGetTheirOwnSegments) {
 // the root's send, and the root's send is untouched.
 TEST_F(SharedMemory, OutOfPlaceBroadcastInRoundsAndInPlace) {
   const std::pair<const char*, const char*> settings[] = {{"0", "auto"}, {"0", "4096"}, {"1", "auto"}, {"1", "4096"}};
-  for (auto [singleCopy, chunk] : settings) {
+  for (const auto& setting : settings) {
+    // Named copies: a lambda may not capture a structured binding in C++17.
+    const char* const singleCopy = setting.first;
+    const char* const chunk = setting.second;
     auto outcomes = runRanks(2, [&](const RankContext& ctx) {
       setenv("FAIRWAY_SHM_CHUNK_BYTES", chunk, 1);
       setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", singleCopy, 1);
