@@ -329,20 +329,8 @@ Status SharedMemoryNode::awaitSlotArrival(int peer) {
   // Exactly this round: the slot last held round g - kRoundSlots or, long
   // ago, another of its rounds, which a wrapped comparison could take for
   // a later one.
-  auto in = [&] { return theirs.arrived.load(std::memory_order_acquire) == round; };
-  bool arrivedHere = false;
-  for (unsigned polls = 0; polls < kPollsPerClockRead && !(arrivedHere = in()); ++polls) idlePoll(yieldWhenIdle_);
-  if (!arrivedHere) {
-    // A longer wait goes by the peer's phase, posted after its slot: the
-    // futex sleep, the health checks and the timeout.
-    FW_RETURN_IF_ERROR(slowWait(peer, arrived(round)));
-    if (!in()) {
-      FW_RETURN_IF_ERROR(checkDescriptor(peer));
-      return Status(fwInternalError, "rank " + std::to_string(nodeRanks_[peer]) +
-                                         " posted its shared-memory round without the round's slot");
-    }
-  }
-  if (!reached(seen_[peer], arrived(round))) seen_[peer] = arrived(round);
+  FW_RETURN_IF_ERROR(awaitRoundLines(
+      peer, [&] { return theirs.arrived.load(std::memory_order_acquire) == round; }, "slot"));
   return checkDescriptor(peer);
 }
 
@@ -352,25 +340,35 @@ Status SharedMemoryNode::awaitInline(int peer, bool withTail) {
   // Exactly this round: the line last held round g - 2 or, long ago, any
   // other, which a wrapped comparison could take for a later one. Both
   // lines are loaded each time so that their fetches overlap.
-  auto in = [&] {
-    const uint32_t head = theirs.round.load(std::memory_order_acquire);
-    const uint32_t tail = withTail ? theirs.tailRound.load(std::memory_order_acquire) : round;
-    return (head == round) & (tail == round);
-  };
+  FW_RETURN_IF_ERROR(awaitRoundLines(
+      peer,
+      [&] {
+        const uint32_t head = theirs.round.load(std::memory_order_acquire);
+        const uint32_t tail = withTail ? theirs.tailRound.load(std::memory_order_acquire) : round;
+        return (head == round) & (tail == round);
+      },
+      "data"));
+  return checkDescriptor(peer, theirs.descriptor);
+}
+
+template <typename InThisRound>
+Status SharedMemoryNode::awaitRoundLines(int peer, InThisRound inThisRound, const char* what) {
   bool arrivedHere = false;
-  for (unsigned polls = 0; polls < kPollsPerClockRead && !(arrivedHere = in()); ++polls) idlePoll(yieldWhenIdle_);
+  for (unsigned polls = 0; polls < kPollsPerClockRead && !(arrivedHere = inThisRound()); ++polls) {
+    idlePoll(yieldWhenIdle_);
+  }
   if (!arrivedHere) {
-    // A longer wait goes by the peer's phase, posted after its inline
-    // lines: the futex sleep, the health checks and the timeout.
-    FW_RETURN_IF_ERROR(slowWait(peer, arrived(round)));
-    if (!in()) {
+    // A longer wait goes by the peer's phase, posted after those lines:
+    // the futex sleep, the health checks and the timeout.
+    FW_RETURN_IF_ERROR(slowWait(peer, arrived(round_)));
+    if (!inThisRound()) {
       FW_RETURN_IF_ERROR(checkDescriptor(peer));
       return Status(fwInternalError, "rank " + std::to_string(nodeRanks_[peer]) +
-                                         " posted its shared-memory round without the round's data");
+                                         " posted its shared-memory round without the round's " + what);
     }
   }
-  seen_[peer] = arrived(round);
-  return checkDescriptor(peer, theirs.descriptor);
+  if (!reached(seen_[peer], arrived(round_))) seen_[peer] = arrived(round_);
+  return Status::ok();
 }
 
 Status SharedMemoryNode::checkDescriptor(int peer) const {

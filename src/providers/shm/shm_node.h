@@ -241,6 +241,12 @@ class SharedMemoryNode final : public NodePhase {
   // withTail) and checks its descriptor; a peer that posts this round
   // without it is in another collective.
   Status awaitInline(int peer, bool withTail);
+  // What awaitSlotArrival and awaitInline share: polls until inThisRound()
+  // says peer's lines hold this round, then waits by its phase (posted
+  // after them); a peer that posts the round without them is in another
+  // collective (what: the lines, for the message).
+  template <typename InThisRound>
+  Status awaitRoundLines(int peer, InThisRound inThisRound, const char* what);
   Status slowWait(int peer, uint32_t phase);
   Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
