@@ -138,17 +138,19 @@ Status Communicator::attachSharedMemory() {
   // The windows every rank computes alike: from the same variable, or
   // from the node's rank count and whether it holds a CPU per rank.
   using Window = SharedMemoryNode::SizeWindow;
-  const Window allgatherWindow =
-      config_.shmSingleCopySet ? Window{config_.shmSingleCopyMin, config_.shmSingleCopyMax}
-                               : SharedMemoryNode::defaultBlockSingleCopy(local, messenger_->yieldsWhenIdle());
-  const Window broadcastWindow =
-      config_.shmSingleCopySet ? allgatherWindow
-                               : SharedMemoryNode::defaultBroadcastSingleCopy(local, messenger_->yieldsWhenIdle());
-  const bool wanted = allgatherWindow.min != 0 || broadcastWindow.min != 0;
+  const bool oversubscribed = messenger_->yieldsWhenIdle();
+  const Window chosen{config_.shmSingleCopyMin, config_.shmSingleCopyMax};
+  const auto windowOr = [&](Window (*byDefault)(int, bool)) {
+    return config_.shmSingleCopySet ? chosen : byDefault(local, oversubscribed);
+  };
+  const SharedMemoryNode::SingleCopyWindows windows{windowOr(SharedMemoryNode::defaultAllgatherSingleCopy),
+                                                    windowOr(SharedMemoryNode::defaultAlltoallSingleCopy),
+                                                    windowOr(SharedMemoryNode::defaultBroadcastSingleCopy)};
+  const bool wanted = windows.allgather.min != 0 || windows.alltoall.min != 0 || windows.broadcast.min != 0;
   int32_t readable = 0;
   FW_RETURN_IF_ERROR(everyRank(wanted && shm->canReadPeers() ? 1 : 0, base + 2, "checking single-copy reads",
                                &readable));
-  if (readable == 1) shm->enableSingleCopy(allgatherWindow, broadcastWindow);
+  if (readable == 1) shm->enableSingleCopy(windows);
   if (localRank == 0) {
     const auto sizes = [](Window w) {
       return w.min == 0 ? std::string("none")
@@ -156,8 +158,8 @@ Status Communicator::attachSharedMemory() {
                                     : "of " + byteText(w.min) + "-" + byteText(w.max);
     };
     const std::string singleCopy =
-        readable == 1 ? "allgather and all-to-all blocks " + sizes(allgatherWindow) + ", broadcasts " +
-                            sizes(broadcastWindow)
+        readable == 1 ? "allgather blocks " + sizes(windows.allgather) + ", all-to-all blocks " +
+                            sizes(windows.alltoall) + ", broadcasts " + sizes(windows.broadcast)
         : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
                                                              : "off (measured slower for this node's ranks)")
                       : "off (a rank may not read another's memory: ptrace permission)";

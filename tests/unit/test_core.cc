@@ -245,7 +245,7 @@ TEST_F(ConfigEnv, SharedMemoryChunk) {
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.shmChunkBytes, size_t{256} << 10);
   EXPECT_FALSE(c.shmChunkBytesSet);  // the node's leader picks it (SharedMemoryNode::defaultChunkBytes)
-  EXPECT_FALSE(c.shmSingleCopySet);  // the node picks (SharedMemoryNode::defaultBlockSingleCopy)
+  EXPECT_FALSE(c.shmSingleCopySet);  // the node picks (SharedMemoryNode::default*SingleCopy)
   setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "4M", 1);
   setenv("FAIRWAY_SHM_CHUNK_BYTES", "1M", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());

@@ -92,18 +92,28 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 }
 
 // Single copies by default only where they were measured faster: 2 ranks
-// with a CPU each, allgather blocks of 8 KiB to 16 MiB and broadcasts of
-// 32 KiB to 32 MiB, both ends included.
+// with a CPU each, allgather and all-to-all blocks of 8 KiB to 16 MiB and
+// broadcasts of 32 KiB to 32 MiB; more ranks than CPUs, all-to-all blocks
+// from 64 KiB (32 KiB from 8 ranks on); both ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kMiB = 1024 * 1024;
-  const auto two = SharedMemoryNode::defaultBlockSingleCopy(2, false);
-  EXPECT_FALSE(two.holds(8 * 1024 - 1));
-  EXPECT_TRUE(two.holds(8 * 1024));
-  EXPECT_TRUE(two.holds(16 * kMiB));
-  EXPECT_FALSE(two.holds(16 * kMiB + 1));
-  for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}, std::pair{8, true}}) {
-    const auto none = SharedMemoryNode::defaultBlockSingleCopy(ranks, oversubscribed);
-    EXPECT_FALSE(none.holds(1 * kMiB)) << ranks << " ranks";
+  for (auto window : {SharedMemoryNode::defaultAllgatherSingleCopy, SharedMemoryNode::defaultAlltoallSingleCopy}) {
+    const auto two = window(2, false);
+    EXPECT_FALSE(two.holds(8 * 1024 - 1));
+    EXPECT_TRUE(two.holds(8 * 1024));
+    EXPECT_TRUE(two.holds(16 * kMiB));
+    EXPECT_FALSE(two.holds(16 * kMiB + 1));
+    for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}}) {
+      EXPECT_FALSE(window(ranks, oversubscribed).holds(1 * kMiB)) << ranks << " ranks";
+    }
+  }
+  for (int ranks : {3, 4, 8}) EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true).holds(1 * kMiB));
+  for (auto [ranks, from] : {std::pair{3, 64 * 1024}, std::pair{4, 64 * 1024}, std::pair{7, 64 * 1024},
+                             std::pair{8, 32 * 1024}, std::pair{16, 32 * 1024}}) {
+    const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true);
+    EXPECT_FALSE(alltoall.holds(from - 1)) << ranks << " ranks";
+    EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
+    EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
   }
   // Broadcasts: 32 KiB to 32 MiB (below, the segment's rounds run ahead).
   const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false);

@@ -252,7 +252,7 @@ Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own,
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = out.layout();
   char* ownInOut = out.at(localRank_, 0);
-  if (blockSingleCopy_.holds(blocks.chunkCount(0) * es)) return allgatherInPlace(node, own, out);
+  if (singleCopy_.allgather.holds(blocks.chunkCount(0) * es)) return allgatherInPlace(node, own, out);
   const size_t perRound = chunkBytes_ / es;
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   const bool streaming = streams(blocks.count * es);
@@ -306,7 +306,7 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
                                        int root) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
-  const bool readInPlace = broadcastSingleCopy_.holds(count * es);
+  const bool readInPlace = singleCopy_.broadcast.holds(count * es);
   const bool streaming = streams(count * es);
   bool copyOnRoot = localRank_ == root && send != buf;
   // A send partly overlapping recv is copied first, as a piece written
@@ -364,7 +364,7 @@ Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, voi
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
   const bool inPlace = send == recv;
-  if (blockSingleCopy_.holds(blockCount * es)) return alltoallInPlace(node, send, recv, blockCount);
+  if (singleCopy_.alltoall.holds(blockCount * es)) return alltoallInPlace(node, send, recv, blockCount);
   if (yieldWhenIdle_ && blockCount * es >= kAlltoallMessagesFromBytes) {
     return NodePhase::alltoall(node, send, recv, blockCount);  // stages an in-place send
   }

@@ -21,7 +21,7 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3430304d48535746ull;  // "FWSHM004": the layout of this version
+constexpr uint64_t kMagic = 0x3530304d48535746ull;  // "FWSHM005": the layout of this version
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
@@ -85,17 +85,40 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 }
 
 // Measured on 2 ranks with a CPU each (float32 allgather, DESIGN.md
-// "Single copies"; all-to-all moves the same bytes): one process_vm_readv per block, with peers reading a block
-// while its owner copies it into place, beats the segment's two copies
-// from 8 KiB blocks (32 KiB allgather out of place: 6.0-6.5 GB/s busbw
-// against 3.4-3.5) to 16 MiB ones, and loses from 32 MiB (3.6 against
-// 5.0-5.4), where the kernel's copy, without streaming stores, falls
-// behind the segment's. With more ranks than CPUs it lost or tied at
-// every size (a read waits for its owner to be scheduled); more ranks
+// "Single copies"): one process_vm_readv per block, with peers reading a
+// block while its owner copies it into place, beats the segment's two
+// copies from 8 KiB blocks (32 KiB allgather out of place: 6.0-6.5 GB/s
+// busbw against 3.4-3.5) to 16 MiB ones, and loses from 32 MiB (3.6
+// against 5.0-5.4), where the kernel's copy, without streaming stores,
+// falls behind the segment's. With more ranks than CPUs it lost or tied
+// at every size (a read waits for its owner to be scheduled); more ranks
 // with a CPU each have not been measured, so they keep the two copies.
-SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBlockSingleCopy(int ranks, bool oversubscribed) {
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
   return {size_t{8} << 10, size_t{16} << 20};
+}
+
+// 2 ranks with a CPU each: allgather's window, as all-to-all moves the
+// same bytes (in place the pair's swap is faster still: 1 MiB 11-13 GB/s
+// busbw against 4.4-6.2 staged; beyond 16 MiB blocks it would win in
+// place, 4.5-5.2 against 3.8-4.3, and lose out of place, 2.3-2.8
+// against 3.1-3.6, and the window cannot depend on it: a peer cannot
+// tell). With more ranks than CPUs, unlike allgather's, every block is
+// read or swapped once where the segment's rounds copy it twice and the
+// pairwise messages (UCX's CMA) read it once after a rendezvous each:
+// busbw GB/s, before (rounds below 256 KiB blocks, messages above) and
+// after, out of place / in place, medians of 3-5 alternations:
+//   4 ranks on 2 cores: 32 KiB blocks 3.7/3.8 to 4.1/3.0 (left out),
+//     64 KiB 3.2/3.8 to 5.6/4.6, 2 MiB 3.4/2.0 to 3.5/4.3, 16 MiB
+//     1.8/0.9 to 1.7/2.6, 64 MiB 1.8/1.2 to 2.0/2.8;
+//   8 ranks on 2 cores: 8 KiB 1.4/1.4 to 1.1/0.7 (left out), 32 KiB
+//     1.2/1.6 to 1.8/1.8, 128 KiB 1.4/1.8 to 2.1/2.3, 2 MiB 1.0/0.6 to
+//     1.2/1.6, 16 MiB 0.9/0.7 to 1.1/1.3.
+// More ranks with a CPU each have not been measured: two copies.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed) {
+  if (!oversubscribed) return defaultAllgatherSingleCopy(ranks, oversubscribed);
+  if (ranks < 3) return {};
+  return {ranks >= 8 ? size_t{32} << 10 : size_t{64} << 10, kNoUpperEnd};
 }
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
@@ -128,7 +151,8 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       inputBytes_(inputBytesFor(ranks_, chunkBytes)), resultBytes_(resultBytesFor(ranks_, chunkBytes)),
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
       messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle),
-      inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0) {
+      inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0),
+      landedFrom_(ranks_, 0) {
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
 
@@ -150,19 +174,31 @@ bool SharedMemoryNode::canReadPeers() const {
 }
 
 Status SharedMemoryNode::readPeer(int peer, void* local, uint64_t remote, size_t bytes) const {
-  char* to = static_cast<char*>(local);
+  return peerTransfer(peer, local, remote, bytes, false);
+}
+
+Status SharedMemoryNode::writePeer(int peer, uint64_t remote, const void* local, size_t bytes) const {
+  return peerTransfer(peer, const_cast<void*>(local), remote, bytes, true);
+}
+
+// The kernel may move fewer bytes than asked (a page boundary it could
+// not pin at once): the rest goes in further calls.
+Status SharedMemoryNode::peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const {
+  char* mine = static_cast<char*>(local);
   while (bytes > 0) {
-    iovec mine{to, bytes};
-    iovec theirs{reinterpret_cast<void*>(static_cast<uintptr_t>(remote)), bytes};
-    const ssize_t got = ::process_vm_readv(pids_[peer], &mine, 1, &theirs, 1, 0);
-    if (got <= 0) {
-      const int error = got < 0 ? errno : EIO;
-      return Status(fwRemoteError, "reading rank " + std::to_string(nodeRanks_[peer]) + "'s buffer (pid " +
+    iovec here{mine, bytes};
+    iovec there{reinterpret_cast<void*>(static_cast<uintptr_t>(remote)), bytes};
+    const ssize_t moved = write ? ::process_vm_writev(pids_[peer], &here, 1, &there, 1, 0)
+                                : ::process_vm_readv(pids_[peer], &here, 1, &there, 1, 0);
+    if (moved <= 0) {
+      const int error = moved < 0 ? errno : EIO;
+      return Status(fwRemoteError, std::string(write ? "writing to" : "reading") + " rank " +
+                                       std::to_string(nodeRanks_[peer]) + "'s buffer (pid " +
                                        std::to_string(pids_[peer]) + "): " + std::strerror(error));
     }
-    to += got;
-    remote += static_cast<uint64_t>(got);
-    bytes -= static_cast<size_t>(got);
+    mine += moved;
+    remote += static_cast<uint64_t>(moved);
+    bytes -= static_cast<size_t>(moved);
   }
   return Status::ok();
 }

@@ -66,20 +66,24 @@ class SharedMemoryNode final : public NodePhase {
     size_t min = 0, max = 0;
     bool holds(size_t bytes) const { return min != 0 && bytes >= min && bytes <= max; }
   };
-  // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather and
-  // all-to-all blocks of 8 KiB to 16 MiB with 2 ranks and a CPU each,
-  // nothing otherwise (see the definition).
-  static SizeWindow defaultBlockSingleCopy(int ranks, bool oversubscribed);
+  // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather blocks of
+  // 8 KiB to 16 MiB with 2 ranks and a CPU each, nothing otherwise (see
+  // the definition).
+  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed);
+  // All-to-all blocks: as allgather's with 2 ranks and a CPU each, and
+  // with more ranks than CPUs from 64 KiB (from 32 KiB at 8 ranks or
+  // more), with no upper end (see the definition).
+  static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed);
   // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB (see
   // the definition). One window whether the root's call is in place or
   // not, as the other ranks cannot tell.
   static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed);
-  // blocks: the size of one rank's allgather or all-to-all block;
-  // broadcast: the buffer's.
-  void enableSingleCopy(SizeWindow blocks, SizeWindow broadcast) {
-    blockSingleCopy_ = blocks;
-    broadcastSingleCopy_ = broadcast;
-  }
+  // The windows in use: allgather's and all-to-all's hold the size of one
+  // rank's block, broadcast's the buffer's.
+  struct SingleCopyWindows {
+    SizeWindow allgather, alltoall, broadcast;
+  };
+  void enableSingleCopy(const SingleCopyWindows& windows) { singleCopy_ = windows; }
   int localRank() const { return localRank_; }
   int ranks() const { return ranks_; }
   size_t chunkBytes() const { return chunkBytes_; }
@@ -151,7 +155,10 @@ class SharedMemoryNode final : public NodePhase {
   struct alignas(128) Control {
     std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
     std::atomic<uint8_t> inputShift[2];  // as RoundSlot's
-    uint16_t unused;
+    // A single-copy all-to-all's, per parity: 1 when the buffer this rank
+    // published is also its output (its call is in place), so that peers
+    // in place too swap blocks with it instead of only reading.
+    std::atomic<uint8_t> publishedInPlace[2];
     Descriptor round[2];
     // Written rarely, on a line of their own.
     alignas(64) std::atomic<uint32_t> sleepers;
@@ -257,9 +264,15 @@ class SharedMemoryNode final : public NodePhase {
   // The round allgatherInPlace and alltoallInPlace run (see the definition).
   template <typename CopyOwn, typename ReadFrom>
   Status singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count, const void* published,
-                         CopyOwn copyOwn, ReadFrom readFrom);
-  // Copies bytes at remote (peer's address space) to local.
+                         bool publishedIsOutput, CopyOwn copyOwn, ReadFrom readFrom);
+  // An in-place all-to-all's swap of a pair's blocks goes through a bounce
+  // buffer of at most this size (alltoallInPlace).
+  static constexpr size_t kSwapPieceBytes = size_t{64} << 10;
+  // Copies bytes at remote (peer's address space) to local, or local to
+  // remote (the same ptrace access allows both).
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
+  Status writePeer(int peer, uint64_t remote, const void* local, size_t bytes) const;
+  Status peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const;
   // Whether results bound for a buffer of outputBytes bypass the cache:
   // once the node's ranks' outputs together outgrow it, the stores would
   // only evict the segment and read lines that are about to be replaced.
@@ -301,13 +314,15 @@ class SharedMemoryNode final : public NodePhase {
   bool yieldWhenIdle_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
   RoundRing inputRing_;
-  SizeWindow blockSingleCopy_;
-  SizeWindow broadcastSingleCopy_;
+  SingleCopyWindows singleCopy_;
   std::vector<int32_t> pids_;  // of the local ranks
   Descriptor current_{};
   // The highest phase seen of each peer: a wait already satisfied costs
   // no read of the peer's line.
   std::vector<uint32_t> seen_;
+  // An in-place single-copy all-to-all's peers whose blocks landed in the
+  // staging area (alltoallInPlace), by local rank.
+  std::vector<uint8_t> landedFrom_;
 };
 
 }  // namespace fairway

@@ -2,21 +2,27 @@
 // needs straight from its owner's buffer with process_vm_readv (one copy
 // instead of the segment's two), in one round per call; which sizes take
 // them is the node's single-copy window (shm_node.h).
+#include <algorithm>
+
 #include "algorithms/context.h"
 #include "providers/shm/shm_copy.h"
 #include "providers/shm/shm_node.h"
 
 namespace fairway {
 
-// One round of single-copy reads: this rank publishes `published`, runs
-// copyOwn while its peers read from it, reads from each peer's published
-// address (readFrom(q, address); the next peer first, so ranks do not all
-// read one at once), and returns only once every peer has read from it.
+// One round of single-copy reads: this rank publishes `published` (and
+// whether it is also its output), runs copyOwn while its peers read from
+// it, reads from each peer's published address (readFrom(q, address); the
+// next peer first, so ranks do not all read one at once), and returns only
+// once every peer has read from it.
 template <typename CopyOwn, typename ReadFrom>
 Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count,
-                                         const void* published, CopyOwn copyOwn, ReadFrom readFrom) {
+                                         const void* published, bool publishedIsOutput, CopyOwn copyOwn,
+                                         ReadFrom readFrom) {
   FW_RETURN_IF_ERROR(beginRound(node, kind, -1, count, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
+  Control& mine = control(localRank_);
+  mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
+  mine.publishedInPlace[round_ % 2].store(publishedIsOutput ? 1 : 0, std::memory_order_relaxed);
   arrive();
   FW_RETURN_IF_ERROR(copyOwn());
   for (int step = 1; step < ranks_; ++step) {
@@ -31,33 +37,59 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 }
 
 // Every rank publishes its send buffer and reads its own block of each
-// peer's from there. In place (send == recv) a block read cannot go to
-// its place while the peers may still read the block there: the reads
-// land in the staging area and go into place once every peer has read
-// (2 ranks in place, busbw GB/s: 256 KiB 5.7-6.0, 1 MiB 6.2-6.3, 4 MiB
-// 5.7-6.5, against 4.6-4.7, 4.1-4.2 and 3.1 with the whole send buffer
-// staged first).
+// peer's from there. In place (send == recv) this rank's block for q lies
+// where q's block for it must land:
+// - with a peer in place too, the two swap those blocks, each doing one
+//   half (the lower rank the first) through a bounce buffer that stays in
+//   the cache: read the peer's piece into it, write this rank's piece
+//   into the peer's place, copy the bounce buffer into this rank's place.
+//   Each byte is read and written once, the work split evenly, and no
+//   rank waits for another's reads before writing its own buffer;
+// - with a peer out of place (a rank's call may be either), that peer
+//   reads the block where it lies, so the block read from it lands in the
+//   staging area and goes into place once every peer has read.
 Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
-  const size_t bytes = blockCount * node.elementSize();
+  const size_t es = node.elementSize();
+  const size_t bytes = blockCount * es;
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
-  if (send == recv) {
-    char* landed = node.stagingBytes(bytes * static_cast<size_t>(ranks_));
-    FW_RETURN_IF_ERROR(singleCopyRound(
-        node, kAlltoallInPlace, blockCount, send, [] { return Status::ok(); },
-        [&](int q, uint64_t theirs) { return readPeer(q, landed + q * bytes, theirs + localRank_ * bytes, bytes); }));
-    for (int q = 0; q < ranks_; ++q) {
-      if (q != localRank_) resultCopy(out + q * bytes, landed + q * bytes, bytes, false);
-    }
-    return Status::ok();
+  if (send != recv) {
+    return singleCopyRound(
+        node, kAlltoallInPlace, blockCount, send, false,
+        [&] {
+          resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, false);
+          return Status::ok();
+        },
+        [&](int q, uint64_t theirs) { return readPeer(q, out + q * bytes, theirs + localRank_ * bytes, bytes); });
   }
-  return singleCopyRound(
-      node, kAlltoallInPlace, blockCount, send,
-      [&] {
-        resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, false);
+  const size_t half = blockCount / 2 * es;
+  const size_t bounceBytes = std::min(kSwapPieceBytes, std::max(half, bytes - half));
+  char* bounce = node.stagingBytes(bounceBytes + bytes * static_cast<size_t>(ranks_));
+  char* landed = bounce + bounceBytes;
+  std::fill(landedFrom_.begin(), landedFrom_.end(), 0);
+  FW_RETURN_IF_ERROR(singleCopyRound(
+      node, kAlltoallInPlace, blockCount, send, true, [] { return Status::ok(); },
+      [&](int q, uint64_t theirs) {
+        const uint64_t theirBlock = theirs + localRank_ * bytes;
+        if (control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) == 0) {
+          landedFrom_[q] = 1;
+          return readPeer(q, landed + q * bytes, theirBlock, bytes);
+        }
+        const size_t first = localRank_ < q ? 0 : half;
+        const size_t end = localRank_ < q ? half : bytes;
+        char* ours = out + q * bytes;
+        for (size_t at = first; at < end; at += bounceBytes) {
+          const size_t piece = std::min(bounceBytes, end - at);
+          FW_RETURN_IF_ERROR(readPeer(q, bounce, theirBlock + at, piece));
+          FW_RETURN_IF_ERROR(writePeer(q, theirBlock + at, ours + at, piece));
+          segmentCopy(ours + at, bounce, piece);
+        }
         return Status::ok();
-      },
-      [&](int q, uint64_t theirs) { return readPeer(q, out + q * bytes, theirs + localRank_ * bytes, bytes); });
+      }));
+  for (int q = 0; q < ranks_; ++q) {
+    if (landedFrom_[q] != 0) resultCopy(out + q * bytes, landed + q * bytes, bytes, false);
+  }
+  return Status::ok();
 }
 
 // Every rank publishes its block and reads each peer's. Out of place the
@@ -73,7 +105,7 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
   if (copyFirst) FW_RETURN_IF_ERROR(node.copy(ownInOut, own, ownCount));
   const void* published = copyFirst ? ownInOut : own;
   return singleCopyRound(
-      node, kAllgatherInPlace, blocks.count, published,
+      node, kAllgatherInPlace, blocks.count, published, false,
       [&] { return published == ownInOut ? Status::ok() : node.copy(ownInOut, own, ownCount); },
       [&](int q, uint64_t theirs) { return readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es); });
 }
