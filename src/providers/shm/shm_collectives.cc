@@ -349,17 +349,18 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
 // its piece of block q at q times the piece's size in its input area
 // (its own block it copies straight to recv), and rank q copies piece q
 // of every peer's input into its recv. Every block has blockCount elements.
-// With more ranks than CPUs, blocks from kAlltoallMessagesFromBytes go as
-// the pairwise messages instead (UCX reads them once, CMA): measured on 4
-// ranks on 2 cores, 1-16 MiB all-to-alls 3.3-3.9 GB/s busbw that way
-// against 2.7-3.2 in rounds, and 256 KiB ones 2.7-3.1 against 4.2.
+// Blocks in the single-copy window are read (or, in place, swapped)
+// straight from the owners' buffers instead (alltoallInPlace). Outside it,
+// with more ranks than CPUs (the window left out, or ptrace refused),
+// blocks from kAlltoallMessagesFromBytes go as the pairwise messages (UCX
+// reads them once, CMA): measured on 4 ranks on 2 cores, 1-16 MiB
+// all-to-alls 3.3-3.9 GB/s busbw that way against 2.7-3.2 in rounds.
 // Every rank takes the same way whether its own call is in place or not
 // (a peer cannot tell). In place (send == recv) the rounds need no
 // staging: a round's piece j of every outgoing block is in the segment
 // before piece j of an incoming one lands over it, and later rounds'
 // pieces lie elsewhere. The messages would overwrite blocks a peer still
-// reads, so there an in-place send is staged first; the single-copy reads
-// land in the staging area instead (alltoallInPlace).
+// reads, so there an in-place send is staged first.
 Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();

@@ -257,7 +257,8 @@ class SharedMemoryNode final : public NodePhase {
   Status slowWait(int peer, uint32_t phase);
   Status stalledPeerStatus(int peer, uint32_t phase) const;
   Status checkContext(const CollectiveContext& node) const;
-  // allgather, broadcast and all-to-all read straight from the owners' buffers.
+  // allgather, broadcast and all-to-all read straight from the owners' buffers
+  // (an in-place all-to-all also writes into its peers').
   Status allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out);
   Status broadcastInPlace(CollectiveContext& node, const void* published, void* buf, size_t count, int root);
   Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
