@@ -145,8 +145,10 @@ Status Communicator::attachSharedMemory() {
   };
   const SharedMemoryNode::SingleCopyWindows windows{windowOr(SharedMemoryNode::defaultAllgatherSingleCopy),
                                                     windowOr(SharedMemoryNode::defaultAlltoallSingleCopy),
-                                                    windowOr(SharedMemoryNode::defaultBroadcastSingleCopy)};
-  const bool wanted = windows.allgather.min != 0 || windows.alltoall.min != 0 || windows.broadcast.min != 0;
+                                                    windowOr(SharedMemoryNode::defaultBroadcastSingleCopy),
+                                                    windowOr(SharedMemoryNode::defaultAllreduceSingleCopy)};
+  const bool wanted = windows.allgather.min != 0 || windows.alltoall.min != 0 || windows.broadcast.min != 0 ||
+                      windows.allreduce.min != 0;
   int32_t readable = 0;
   FW_RETURN_IF_ERROR(everyRank(wanted && shm->canReadPeers() ? 1 : 0, base + 2, "checking single-copy reads",
                                &readable));
@@ -159,7 +161,8 @@ Status Communicator::attachSharedMemory() {
     };
     const std::string singleCopy =
         readable == 1 ? "allgather blocks " + sizes(windows.allgather) + ", all-to-all blocks " +
-                            sizes(windows.alltoall) + ", broadcasts " + sizes(windows.broadcast)
+                            sizes(windows.alltoall) + ", broadcasts " + sizes(windows.broadcast) +
+                            ", allreduces " + sizes(windows.allreduce)
         : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
                                                              : "off (measured slower for this node's ranks)")
                       : "off (a rank may not read another's memory: ptrace permission)";

@@ -346,6 +346,61 @@ TEST_F(SharedMemory, AllToAllInPlaceSwapsBlocksPairwise) {
   }
 }
 
+// Single-copy allreduce (from 1 byte: every allreduce past the one-round
+// sizes) on 2, 3 and 4 ranks: each rank reduces its slice of every
+// rank's input through the bounce buffer (the larger counts take several
+// pieces) and reads the others' slices of the result. Out of place, in
+// place everywhere, in place on rank 1 only; sums of int32 (exact) and
+// maxima of float; counts that do not divide by the ranks; the send
+// buffer of an out-of-place call is left as it was.
+TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
+  for (int ranks : {2, 3, 4}) {
+    auto outcomes = runRanks(ranks, [&](const RankContext& ctx) {
+      setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
+      fwComm_t comm;
+      if (initOrReport(ctx, &comm)) return 1;
+      int failures = 0;
+      const int n = ctx.nranks;
+      auto value = [](int rank, size_t i) { return static_cast<int32_t>((rank + 1) * 1000 + i % 7919); };
+      for (size_t count : {size_t{5001}, size_t{300007}}) {
+        for (int mode : {0, 1, 2}) {  // out of place, in place, in place on rank 1 only
+          const bool inPlace = mode == 1 || (mode == 2 && ctx.rank == 1);
+          std::vector<int32_t> send(count), recv(count, -1);
+          for (size_t i = 0; i < count; ++i) send[i] = value(ctx.rank, i);
+          int32_t* out = inPlace ? send.data() : recv.data();
+          RANK_CHECK(ctx, fwAllReduce(send.data(), out, count, fwInt32, fwSum, comm, nullptr) == fwSuccess, "sum");
+          bool right = true;
+          for (size_t i = 0; i < count; ++i) {
+            int32_t expected = 0;
+            for (int r = 0; r < n; ++r) expected += value(r, i);
+            right = right && out[i] == expected;
+          }
+          RANK_CHECK(ctx, right, "int32 sum");
+          if (!inPlace) {
+            bool untouched = true;
+            for (size_t i = 0; i < count; ++i) untouched = untouched && send[i] == value(ctx.rank, i);
+            RANK_CHECK(ctx, untouched, "an out-of-place send buffer was written");
+          }
+          std::vector<float> x(count), y(count, -1.0f);
+          for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 31 + ctx.rank * 17) % 1009);
+          float* maxOut = inPlace ? x.data() : y.data();
+          RANK_CHECK(ctx, fwAllReduce(x.data(), maxOut, count, fwFloat32, fwMax, comm, nullptr) == fwSuccess, "max");
+          right = true;
+          for (size_t i = 0; i < count; ++i) {
+            float expected = 0.0f;
+            for (int r = 0; r < n; ++r) expected = std::max(expected, static_cast<float>((i * 31 + r * 17) % 1009));
+            right = right && maxOut[i] == expected;
+          }
+          RANK_CHECK(ctx, right, "float max");
+        }
+      }
+      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+      return failures;
+    });
+    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0) << ranks << " ranks";
+  }
+}
+
 // Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES) from 1 byte: every
 // allgather and broadcast reads the owners' buffers in place, in and out
 // of place, blocks that do not divide evenly and every root; the log says
@@ -390,7 +445,7 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   unsetenv("FAIRWAY_DEBUG_SUBSYS");
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
   const std::string text = takeText(log);
-  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1"), std::string::npos)
+  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1, allreduces from 1"), std::string::npos)
       << text;
 }
 

@@ -93,8 +93,9 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 
 // Single copies by default only where they were measured faster: 2 ranks
 // with a CPU each, allgather and all-to-all blocks of 8 KiB to 16 MiB and
-// broadcasts of 32 KiB to 32 MiB; more ranks than CPUs, all-to-all blocks
-// from 64 KiB (32 KiB from 8 ranks on); both ends included.
+// broadcasts of 32 KiB to 32 MiB and allreduces of 2 to 8 MiB; more ranks
+// than CPUs, all-to-all blocks from 64 KiB (32 KiB from 8 ranks on); both
+// ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kMiB = 1024 * 1024;
   for (auto window : {SharedMemoryNode::defaultAllgatherSingleCopy, SharedMemoryNode::defaultAlltoallSingleCopy}) {
@@ -114,6 +115,15 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     EXPECT_FALSE(alltoall.holds(from - 1)) << ranks << " ranks";
     EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
     EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
+  }
+  // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB.
+  const auto allreduce = SharedMemoryNode::defaultAllreduceSingleCopy(2, false);
+  EXPECT_FALSE(allreduce.holds(2 * kMiB - 1));
+  EXPECT_TRUE(allreduce.holds(2 * kMiB));
+  EXPECT_TRUE(allreduce.holds(8 * kMiB));
+  EXPECT_FALSE(allreduce.holds(8 * kMiB + 1));
+  for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{4, true}}) {
+    EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed).holds(4 * kMiB)) << ranks;
   }
   // Broadcasts: 32 KiB to 32 MiB (below, the segment's rounds run ahead).
   const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false);

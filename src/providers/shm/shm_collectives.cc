@@ -36,19 +36,6 @@ size_t longestPiece(const ChunkLayout& blocks, size_t first, size_t perRound) {
   return pieceOf(blocks.chunkCount(0), first, perRound);
 }
 
-// dst = slice(0) op slice(1) op ... op slice(ranks - 1), count elements
-// each, in this order on every rank: every rank gets the same bits.
-template <typename Slice>
-void combineInRankOrder(const CollectiveContext& node, int ranks, char* dst, size_t count, Slice slice) {
-  if (count == 0) return;
-  if (ranks == 1) {
-    if (slice(0) != dst) segmentCopy(dst, slice(0), count * node.elementSize());
-    return;
-  }
-  node.reducer().combine(dst, slice(0), slice(1), count);
-  for (int p = 2; p < ranks; ++p) node.reducer().combine(dst, dst, slice(p), count);
-}
-
 }  // namespace
 
 void SharedMemoryNode::reduceSlices(const CollectiveContext& node, char* dst, size_t at, size_t count,
@@ -80,6 +67,7 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
   if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
     return reduceEverywhere(node, send, recv, count, root);
   }
+  if (root < 0 && singleCopy_.allreduce.holds(count * es)) return allreduceInPlace(node, send, recv, count);
   const bool copiesOut = root < 0 || localRank_ == root;
   // In place, the result goes where this rank's copy-in just read: those
   // lines are in cache, and ordinary stores win.

@@ -1,5 +1,6 @@
 // Copies into and out of the node's segment, through the copy loop of
-// core/copy_kernels.inc (why not memcpy: see there).
+// core/copy_kernels.inc (why not memcpy: see there), and the rank-order
+// combine every reduction of the segment shares.
 //
 // Results bound for a large buffer the collective will not read again may
 // use streaming (non-temporal) stores instead: they bypass the cache (no
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "algorithms/context.h"
 #include "core/copy_kernels.h"
 
 namespace fairway {
@@ -33,6 +35,19 @@ inline void resultCopy(void* dst, const void* src, size_t bytes, bool streaming)
 // when streamB.
 inline void segmentCopyTwice(void* a, void* b, const void* src, size_t bytes, bool streamB) {
   kernels::copyKernel()(static_cast<char*>(a), static_cast<char*>(b), static_cast<const char*>(src), bytes, streamB);
+}
+
+// dst = slice(0) op slice(1) op ... op slice(ranks - 1), count elements
+// each, in this order on every rank: every rank gets the same bits.
+template <typename Slice>
+void combineInRankOrder(const CollectiveContext& node, int ranks, char* dst, size_t count, Slice slice) {
+  if (count == 0) return;
+  if (ranks == 1) {
+    if (slice(0) != dst) segmentCopy(dst, slice(0), count * node.elementSize());
+    return;
+  }
+  node.reducer().combine(dst, slice(0), slice(1), count);
+  for (int p = 2; p < ranks; ++p) node.reducer().combine(dst, dst, slice(p), count);
 }
 
 }  // namespace fairway

@@ -21,7 +21,7 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3530304d48535746ull;  // "FWSHM005": the layout of this version
+constexpr uint64_t kMagic = 0x3630304d48535746ull;  // "FWSHM006": the layout of this version
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
@@ -137,6 +137,18 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
   return {size_t{32} << 10, size_t{32} << 20};
+}
+
+// Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
+// alternations; DESIGN.md "Allreduce"): reading the peer's slices in place
+// beat the rounds at 2-8 MiB both in and out of place (4 MiB 5.6-7.6 GB/s
+// busbw against 4.7-5.2 out of place, 7.0-9.1 against 5.2-5.9 in place);
+// at 1 MiB it lost in place (4.4-5.4 against 5.5-6.0), from 16 MiB out of
+// place (64 MiB 3.2-3.6 against 4.6-5.4), where the rounds stream their
+// results past the caches and the kernel's copies do not.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ranks, bool oversubscribed) {
+  if (ranks != 2 || oversubscribed) return {};
+  return {size_t{2} << 20, size_t{8} << 20};
 }
 
 size_t SharedMemoryNode::segmentBytes(int ranks, size_t chunkBytes) {
@@ -290,7 +302,7 @@ Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
 
 Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count,
                                     size_t inputBytes) {
-  const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce;
+  const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce || kind == kAllreduceInPlace;
   const bool ahead = runsAhead(kind);
   inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing, round_, ahead);
   // What this round writes must have been read by every peer: its slot,
@@ -430,7 +442,8 @@ Status SharedMemoryNode::mismatch(int peer, const Descriptor& theirs) const {
     // In the order of Kind (shm_node.h).
     static const char* const kKinds[] = {"?",         "allreduce", "reduce-scatter",         "allgather",
                                          "broadcast", "reduce",    "barrier",                "allgather (single copy)",
-                                         "broadcast (single copy)", "all-to-all",   "all-to-all (single copy)"};
+                                         "broadcast (single copy)", "all-to-all",   "all-to-all (single copy)",
+                                         "allreduce (single copy)"};
     const char* kind = d.kind < sizeof(kKinds) / sizeof(kKinds[0]) ? kKinds[d.kind] : "?";
     return "collective #" + std::to_string(d.sequence) + " (shared-memory " + kind +
            ", type " + std::to_string(d.datatype) + ", op " + std::to_string(d.op) + ", root " +

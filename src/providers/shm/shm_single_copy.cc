@@ -92,6 +92,67 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   return Status::ok();
 }
 
+// Every rank publishes its send and recv buffers; rank r reduces slice r
+// of every rank's send (the peers' read through a bounce buffer that
+// stays in the cache, a piece at a time) straight into its recv, posts
+// that, and reads every peer's slice of the result from the peer's recv;
+// a second round tells the peers that it has read. Each byte of the
+// peers' inputs and results crosses once, where the segment's rounds
+// copy every input in and every result out. The combined bits are
+// computed once, in rank order, so every rank gets the same ones. In
+// place, slice r of send is overwritten only with its own reduction, and
+// a peer's slice only once that peer has posted (it has read it).
+Status SharedMemoryNode::allreduceInPlace(CollectiveContext& node, const void* send, void* recv, size_t count) {
+  const size_t es = node.elementSize();
+  const ChunkLayout slices{count, ranks_, 0};
+  const size_t ownAt = slices.chunkOffset(localRank_) * es;
+  const size_t ownBytes = slices.chunkCount(localRank_) * es;
+  const size_t piece = std::max<size_t>(kReducePieceBytes / es, 1) * es;
+  char* bounce = node.stagingBytes(piece * static_cast<size_t>(ranks_));
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  FW_RETURN_IF_ERROR(beginRound(node, kAllreduceInPlace, -1, count, 0));
+  Control& mine = control(localRank_);
+  mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
+  mine.userResult[round_ % 2].store(reinterpret_cast<uintptr_t>(recv), std::memory_order_relaxed);
+  arrive();
+  FW_RETURN_IF_ERROR(awaitAllArrivals());
+  // A rank from 2 on, in place, would overwrite its own piece before the
+  // rank-order combine reads it: that piece goes through the bounce too.
+  const bool ownThroughBounce = send == recv && localRank_ >= 2;
+  for (size_t at = 0; at < ownBytes; at += piece) {
+    const size_t bytes = std::min(piece, ownBytes - at);
+    for (int p = 0; p < ranks_; ++p) {
+      char* staged = bounce + static_cast<size_t>(p) * piece;
+      if (p != localRank_) {
+        const uint64_t theirs = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+        FW_RETURN_IF_ERROR(readPeer(p, staged, theirs + ownAt + at, bytes));
+      } else if (ownThroughBounce) {
+        segmentCopy(staged, in + ownAt + at, bytes);
+      }
+    }
+    combineInRankOrder(node, ranks_, out + ownAt + at, bytes / es, [&](int p) -> const char* {
+      return p == localRank_ && !ownThroughBounce ? in + ownAt + at : bounce + static_cast<size_t>(p) * piece;
+    });
+  }
+  node.reducer().finalize(out + ownAt, ownBytes / es);
+  post(finished(round_));
+  for (int step = 1; step < ranks_; ++step) {
+    const int q = (localRank_ + step) % ranks_;
+    FW_RETURN_IF_ERROR(await(q, finished(round_)));
+    const size_t at = slices.chunkOffset(q) * es;
+    const uint64_t theirs = control(q).userResult[round_ % 2].load(std::memory_order_relaxed);
+    FW_RETURN_IF_ERROR(readPeer(q, out + at, theirs + at, slices.chunkCount(q) * es));
+  }
+  ++round_;
+  // Every peer has read this rank's result before it returns.
+  FW_RETURN_IF_ERROR(beginRound(node, kAllreduceInPlace, -1, count, 0));
+  arrive();
+  Status st = awaitAllArrivals();  // finished is implied, as a barrier's
+  ++round_;
+  return st;
+}
+
 // Every rank publishes its block and reads each peer's. Out of place the
 // block published is the caller's own, so peers read it while this rank
 // copies it into its place in out; a block partly overlapping its place
