@@ -1,14 +1,70 @@
 // The shared-memory provider's single-copy rounds: a rank reads what it
 // needs straight from its owner's buffer with process_vm_readv (one copy
-// instead of the segment's two), in one round per call; which sizes take
-// them is the node's single-copy window (shm_node.h).
+// instead of the segment's two; an in-place all-to-all also writes with
+// process_vm_writev), in one round per call; which sizes take them are
+// the node's single-copy windows (shm_windows.cc).
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
 
 #include "algorithms/context.h"
 #include "providers/shm/shm_copy.h"
 #include "providers/shm/shm_node.h"
 
 namespace fairway {
+
+// Reaching a peer's memory (Linux cross-memory attach): allowed only with
+// ptrace access to the peer, which canReadPeers probes once at creation.
+void SharedMemoryNode::publishAddress() {
+  Control& mine = control(localRank_);
+  mine.selfAddress.store(reinterpret_cast<uintptr_t>(&mine), std::memory_order_release);
+}
+
+bool SharedMemoryNode::canReadPeers() const {
+  for (int p = 0; p < ranks_; ++p) {
+    if (p == localRank_) continue;
+    uint64_t theirs = 0;
+    const uint64_t where = control(p).selfAddress.load(std::memory_order_acquire) + offsetof(Control, selfAddress);
+    if (where == offsetof(Control, selfAddress)) return false;
+    if (!readPeer(p, &theirs, where, sizeof(theirs)).isOk()) return false;
+    if (theirs + offsetof(Control, selfAddress) != where) return false;  // read something else
+  }
+  return true;
+}
+
+Status SharedMemoryNode::readPeer(int peer, void* local, uint64_t remote, size_t bytes) const {
+  return peerTransfer(peer, local, remote, bytes, false);
+}
+
+Status SharedMemoryNode::writePeer(int peer, uint64_t remote, const void* local, size_t bytes) const {
+  return peerTransfer(peer, const_cast<void*>(local), remote, bytes, true);
+}
+
+// The kernel may move fewer bytes than asked (a page boundary it could
+// not pin at once): the rest goes in further calls.
+Status SharedMemoryNode::peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const {
+  char* mine = static_cast<char*>(local);
+  while (bytes > 0) {
+    iovec here{mine, bytes};
+    iovec there{reinterpret_cast<void*>(static_cast<uintptr_t>(remote)), bytes};
+    const ssize_t moved = write ? ::process_vm_writev(pids_[peer], &here, 1, &there, 1, 0)
+                                : ::process_vm_readv(pids_[peer], &here, 1, &there, 1, 0);
+    if (moved <= 0) {
+      const int error = moved < 0 ? errno : EIO;
+      return Status(fwRemoteError, std::string(write ? "writing to" : "reading") + " rank " +
+                                       std::to_string(nodeRanks_[peer]) + "'s buffer (pid " +
+                                       std::to_string(pids_[peer]) + "): " + std::strerror(error));
+    }
+    mine += moved;
+    remote += static_cast<uint64_t>(moved);
+    bytes -= static_cast<size_t>(moved);
+  }
+  return Status::ok();
+}
 
 // One round of single-copy reads: this rank publishes `published` (and
 // whether it is also its output), runs copyOwn while its peers read from

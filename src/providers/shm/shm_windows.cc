@@ -1,0 +1,103 @@
+// The shared-memory node's defaults, each chosen by measurement: the
+// size of a round (its chunk per rank) and the single-copy windows, the
+// sizes at which a collective reads its peers' buffers in place instead
+// of passing through the segment. Every rank of a node computes the same.
+#include "core/config.h"
+#include "providers/shm/shm_node.h"
+
+#include <algorithm>
+
+namespace fairway {
+
+// With a CPU per rank, rounds of about 2 MiB in all, each rank's chunk
+// 256 KiB (kShmChunkBytesPerCpu) to 1 MiB: a round's copies stay in the
+// caches (4 MiB of L2 a core on the reference machine) and a collective
+// takes few hand-overs. Each hand-over waits for the peer to be run; on
+// quiet cores that is a cache line's trip, beside busy processes a
+// scheduler's decision, so beside them a 2-rank DDP step in rounds of 256
+// KiB ran about 0.9x gloo's speed and in rounds of 1 MiB 1.2x, with quiet
+// busbw within 3% (docs/torch_bench.md).
+// With more ranks than CPUs every hand-over between ranks waits for the
+// scheduler to run the peer, which beside busy processes takes a time
+// slice (1.5-3 ms here) whatever the round holds: a collective then costs
+// about its rounds times that, so rounds are made few. 4 ranks on 2 cores
+// beside two busy processes, allreduce of 4 MiB: 108 ms in rounds of 256
+// KiB a rank, 8 ms in one round of 4 MiB a rank (gloo: 17.6 ms); a DDP
+// step 0.40 to 1.18 times gloo's speed. On quiet cores the larger rounds
+// measured the same or faster (4 and 8 ranks on 2 cores, 64 KiB-64 MiB).
+// The caps keep the segment of a split to 4 chunks a rank.
+size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
+  if (ranks < 1) return kShmChunkBytesPerCpu;
+  const size_t roundBytes = oversubscribed ? size_t{16} << 20 : size_t{2} << 20;
+  const size_t mostChunk = oversubscribed ? size_t{4} << 20 : size_t{1} << 20;
+  return std::clamp(roundBytes / static_cast<size_t>(ranks), kShmChunkBytesPerCpu, mostChunk) & ~size_t{63};
+}
+
+// Measured on 2 ranks with a CPU each (float32 allgather, DESIGN.md
+// "Single copies"): one process_vm_readv per block, with peers reading a
+// block while its owner copies it into place, beats the segment's two
+// copies from 8 KiB blocks (32 KiB allgather out of place: 6.0-6.5 GB/s
+// busbw against 3.4-3.5) to 16 MiB ones, and loses from 32 MiB (3.6
+// against 5.0-5.4), where the kernel's copy, without streaming stores,
+// falls behind the segment's. With more ranks than CPUs it lost or tied
+// at every size (a read waits for its owner to be scheduled); more ranks
+// with a CPU each have not been measured, so they keep the two copies.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed) {
+  if (ranks != 2 || oversubscribed) return {};
+  return {size_t{8} << 10, size_t{16} << 20};
+}
+
+// 2 ranks with a CPU each: allgather's window, as all-to-all moves the
+// same bytes (in place the pair's swap is faster still: 1 MiB 11-13 GB/s
+// busbw against 4.4-6.2 staged; beyond 16 MiB blocks it would win in
+// place, 4.5-5.2 against 3.8-4.3, and lose out of place, 2.3-2.8
+// against 3.1-3.6, and the window cannot depend on it: a peer cannot
+// tell). With more ranks than CPUs, unlike allgather's, every block is
+// read or swapped once where the segment's rounds copy it twice and the
+// pairwise messages (UCX's CMA) read it once after a rendezvous each:
+// busbw GB/s, before (rounds below 256 KiB blocks, messages above) and
+// after, out of place / in place, medians of 3-5 alternations:
+//   4 ranks on 2 cores: 32 KiB blocks 3.7/3.8 to 4.1/3.0 (left out),
+//     64 KiB 3.2/3.8 to 5.6/4.6, 2 MiB 3.4/2.0 to 3.5/4.3, 16 MiB
+//     1.8/0.9 to 1.7/2.6, 64 MiB 1.8/1.2 to 2.0/2.8;
+//   8 ranks on 2 cores: 8 KiB 1.4/1.4 to 1.1/0.7 (left out), 32 KiB
+//     1.2/1.6 to 1.8/1.8, 128 KiB 1.4/1.8 to 2.1/2.3, 2 MiB 1.0/0.6 to
+//     1.2/1.6, 16 MiB 0.9/0.7 to 1.1/1.3.
+// More ranks with a CPU each have not been measured: two copies.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed) {
+  if (!oversubscribed) return defaultAllgatherSingleCopy(ranks, oversubscribed);
+  if (ranks < 3) return {};
+  return {ranks >= 8 ? size_t{32} << 10 : size_t{64} << 10, kNoUpperEnd};
+}
+
+// Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
+// DESIGN.md "Single copies"): the other rank reading the root's buffer
+// beat the segment's pipelined copies, before their rounds ran ahead,
+// from 16 KiB (9.2-9.8 GB/s against 5.7-7.6) to 32 MiB out of place,
+// where the root copies send into recv
+// while it is read (4 MiB 11.0 against 6.9, 32 MiB 9.4 against 8.3), and
+// to 2 MiB in place (512 KiB 22.3 against 17.0); in place the pipelined
+// copies are ahead from 4 MiB by less (4-32 MiB 10.6-11.6 against
+// 9.6-10.6) than they are behind out of place, and the window cannot
+// depend on it: only the root knows whether its call is in place. At 64
+// MiB the pipelined copies win both ways (10.7 and 7.1 against 5.2 and
+// 5.8); below 32 KiB the read's system call costs more than the copies
+// of rounds that run ahead (16 KiB 1.32-1.37 us a call against 1.39-1.51).
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
+  if (ranks != 2 || oversubscribed) return {};
+  return {size_t{32} << 10, size_t{32} << 20};
+}
+
+// Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
+// alternations; DESIGN.md "Allreduce"): reading the peer's slices in place
+// beat the rounds at 2-8 MiB both in and out of place (4 MiB 5.6-7.6 GB/s
+// busbw against 4.7-5.2 out of place, 7.0-9.1 against 5.2-5.9 in place);
+// at 1 MiB it lost in place (4.4-5.4 against 5.5-6.0), from 16 MiB out of
+// place (64 MiB 3.2-3.6 against 4.6-5.4), where the rounds stream their
+// results past the caches and the kernel's copies do not.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ranks, bool oversubscribed) {
+  if (ranks != 2 || oversubscribed) return {};
+  return {size_t{2} << 20, size_t{8} << 20};
+}
+
+}  // namespace fairway
