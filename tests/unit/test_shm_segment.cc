@@ -92,16 +92,17 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 }
 
 // Single copies by default only where they were measured faster: 2 ranks
-// with a CPU each, allgather and all-to-all blocks of 8 KiB to 16 MiB and
-// broadcasts of 32 KiB to 32 MiB and allreduces of 2 to 8 MiB; more ranks
-// than CPUs, all-to-all blocks from 64 KiB (32 KiB from 8 ranks on); both
-// ends included.
+// with a CPU each, allgather blocks of 8 KiB to 16 MiB, all-to-all blocks
+// of 16 KiB to 16 MiB, broadcasts of 32 KiB to 32 MiB and allreduces of 2
+// to 8 MiB; more ranks than CPUs, all-to-all blocks from 64 KiB (32 KiB
+// from 8 ranks on); both ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kMiB = 1024 * 1024;
-  for (auto window : {SharedMemoryNode::defaultAllgatherSingleCopy, SharedMemoryNode::defaultAlltoallSingleCopy}) {
+  for (auto [window, from] : {std::pair{SharedMemoryNode::defaultAllgatherSingleCopy, size_t{8} << 10},
+                              std::pair{SharedMemoryNode::defaultAlltoallSingleCopy, size_t{16} << 10}}) {
     const auto two = window(2, false);
-    EXPECT_FALSE(two.holds(8 * 1024 - 1));
-    EXPECT_TRUE(two.holds(8 * 1024));
+    EXPECT_FALSE(two.holds(from - 1));
+    EXPECT_TRUE(two.holds(from));
     EXPECT_TRUE(two.holds(16 * kMiB));
     EXPECT_FALSE(two.holds(16 * kMiB + 1));
     for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}}) {

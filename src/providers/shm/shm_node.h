@@ -70,7 +70,7 @@ class SharedMemoryNode final : public NodePhase {
   // 8 KiB to 16 MiB with 2 ranks and a CPU each, nothing otherwise (see
   // the definition).
   static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed);
-  // All-to-all blocks: as allgather's with 2 ranks and a CPU each, and
+  // All-to-all blocks: 16 KiB to 16 MiB with 2 ranks and a CPU each, and
   // with more ranks than CPUs from 64 KiB (from 32 KiB at 8 ranks or
   // more), with no upper end (see the definition).
   static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed);

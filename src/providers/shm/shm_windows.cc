@@ -47,12 +47,19 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
   return {size_t{8} << 10, size_t{16} << 20};
 }
 
-// 2 ranks with a CPU each: allgather's window, as all-to-all moves the
-// same bytes (in place the pair's swap is faster still: 1 MiB 11-13 GB/s
-// busbw against 4.4-6.2 staged; beyond 16 MiB blocks it would win in
-// place, 4.5-5.2 against 3.8-4.3, and lose out of place, 2.3-2.8
-// against 3.1-3.6, and the window cannot depend on it: a peer cannot
-// tell). With more ranks than CPUs, unlike allgather's, every block is
+// 2 ranks with a CPU each: from 16 KiB blocks to 16 MiB. At 8 KiB the
+// swap's two system calls a peer cost more than the rounds' copies in
+// place (busbw GB/s, 5000-call windows: 3.9-4.1 in rounds against 2.7-2.8)
+// while the reads gain less out of place (3.9-4.2 against 3.5-3.9), so the
+// rounds take it; at 16 KiB the reads lead out of place, median 5.5
+// against 4.4, and trail in place, 4.2 against 4.6; from 32 KiB the reads
+// and swaps lead (64 KiB blocks
+// 6.9-10.5 against 5.0-5.6 out of place, 7.4-9.7 against 4.6-5.8 in
+// place; 1 MiB in place 11-13 against 4.4-6.2 with blocks staged).
+// Beyond 16 MiB blocks the swap would win in place (4.5-5.2 against
+// 3.8-4.3) and the reads lose out of place (2.3-2.8 against 3.1-3.6):
+// the window cannot depend on that, as a peer cannot tell. With more
+// ranks than CPUs, unlike allgather's, every block is
 // read or swapped once where the segment's rounds copy it twice and the
 // pairwise messages (UCX's CMA) read it once after a rendezvous each:
 // busbw GB/s, before (rounds below 256 KiB blocks, messages above) and
@@ -65,7 +72,7 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
 //     1.2/1.6, 16 MiB 0.9/0.7 to 1.1/1.3.
 // More ranks with a CPU each have not been measured: two copies.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed) {
-  if (!oversubscribed) return defaultAllgatherSingleCopy(ranks, oversubscribed);
+  if (!oversubscribed) return ranks == 2 ? SizeWindow{size_t{16} << 10, size_t{16} << 20} : SizeWindow{};
   if (ranks < 3) return {};
   return {ranks >= 8 ? size_t{32} << 10 : size_t{64} << 10, kNoUpperEnd};
 }
