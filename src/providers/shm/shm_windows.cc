@@ -101,7 +101,9 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ra
 // busbw against 4.7-5.2 out of place, 7.0-9.1 against 5.2-5.9 in place);
 // at 1 MiB it lost in place (4.4-5.4 against 5.5-6.0), from 16 MiB out of
 // place (64 MiB 3.2-3.6 against 4.6-5.4), where the rounds stream their
-// results past the caches and the kernel's copies do not.
+// results past the caches and the kernel's copies do not. With ranks
+// sharing CPUs it lost or tied (8 ranks on 2 cores, 4 MiB: 1.2-1.5
+// against 2.0), each read waiting for its owner to be scheduled.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
   return {size_t{2} << 20, size_t{8} << 20};
