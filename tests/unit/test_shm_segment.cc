@@ -98,8 +98,10 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 // from 8 ranks on); both ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kMiB = 1024 * 1024;
-  for (auto [window, from] : {std::pair{SharedMemoryNode::defaultAllgatherSingleCopy, size_t{8} << 10},
-                              std::pair{SharedMemoryNode::defaultAlltoallSingleCopy, size_t{16} << 10}}) {
+  using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool);
+  const std::pair<DefaultWindow, size_t> twoRankWindows[] = {{SharedMemoryNode::defaultAllgatherSingleCopy, 8 * 1024},
+                                                             {SharedMemoryNode::defaultAlltoallSingleCopy, 16 * 1024}};
+  for (const auto& [window, from] : twoRankWindows) {
     const auto two = window(2, false);
     EXPECT_FALSE(two.holds(from - 1));
     EXPECT_TRUE(two.holds(from));
