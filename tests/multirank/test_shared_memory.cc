@@ -297,6 +297,24 @@ TEST_F(SharedMemory, AllToAllInRoundsAndInPlace) {
   }
 }
 
+// On each rank count, with single copies from 1 byte: every rank makes a
+// communicator, runs body(ctx, comm) (which returns its failures) and
+// destroys it; every rank must exit cleanly.
+template <typename Body>
+void onRanksWithSingleCopies(std::initializer_list<int> rankCounts, Body body) {
+  for (int ranks : rankCounts) {
+    auto outcomes = runRanks(ranks, [&](const RankContext& ctx) {
+      setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
+      fwComm_t comm;
+      if (initOrReport(ctx, &comm)) return 1;
+      int failures = body(ctx, comm);
+      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+      return failures;
+    });
+    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0) << ranks << " ranks";
+  }
+}
+
 // Single-copy all-to-all (from 1 byte) on 2 and 4 ranks: ranks in place
 // swap blocks pairwise (half each, through a 64 KiB bounce buffer, so the
 // larger blocks take several pieces), while a rank out of place among
@@ -305,45 +323,38 @@ TEST_F(SharedMemory, AllToAllInRoundsAndInPlace) {
 // place, only the odd ones, none; block j of rank r lands as block r on
 // rank j, and nothing outside the buffer is written.
 TEST_F(SharedMemory, AllToAllInPlaceSwapsBlocksPairwise) {
-  for (int ranks : {2, 4}) {
-    auto outcomes = runRanks(ranks, [&](const RankContext& ctx) {
-      setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
-      fwComm_t comm;
-      if (initOrReport(ctx, &comm)) return 1;
-      int failures = 0;
-      const int n = ctx.nranks;
-      auto value = [](int from, int to, size_t i) { return static_cast<uint8_t>(from * 31 + to * 7 + i * 13 + i / 251); };
-      for (size_t count : {size_t{1}, size_t{3}, size_t{65537}, size_t{200001}}) {
-        for (int mode : {0, 1, 2}) {  // every rank in place, the odd ones only, none
-          const bool inPlace = mode == 0 || (mode == 1 && ctx.rank % 2 == 1);
-          // One byte in front and one behind: the buffers sit at odd addresses.
-          std::vector<uint8_t> send(count * n + 2, 0xA5), recv(count * n + 2, 0x5A);
+  onRanksWithSingleCopies({2, 4}, [](const RankContext& ctx, fwComm_t comm) {
+    int failures = 0;
+    const int n = ctx.nranks;
+    auto value = [](int from, int to, size_t i) { return static_cast<uint8_t>(from * 31 + to * 7 + i * 13 + i / 251); };
+    for (size_t count : {size_t{1}, size_t{3}, size_t{65537}, size_t{200001}}) {
+      for (int mode : {0, 1, 2}) {  // every rank in place, the odd ones only, none
+        const bool inPlace = mode == 0 || (mode == 1 && ctx.rank % 2 == 1);
+        // One byte in front and one behind: the buffers sit at odd addresses.
+        std::vector<uint8_t> send(count * n + 2, 0xA5), recv(count * n + 2, 0x5A);
+        for (int to = 0; to < n; ++to) {
+          for (size_t i = 0; i < count; ++i) send[1 + to * count + i] = value(ctx.rank, to, i);
+        }
+        uint8_t* out = inPlace ? send.data() + 1 : recv.data() + 1;
+        RANK_CHECK(ctx, fwAllToAll(send.data() + 1, out, count, fwInt8, comm, nullptr) == fwSuccess, "alltoall");
+        for (int from = 0; from < n; ++from) {
+          bool whole = true;
+          for (size_t i = 0; i < count; ++i) whole = whole && out[from * count + i] == value(from, ctx.rank, i);
+          RANK_CHECK(ctx, whole, "alltoall block");
+        }
+        RANK_CHECK(ctx, out[-1] == (inPlace ? 0xA5 : 0x5A) && out[count * n] == (inPlace ? 0xA5 : 0x5A),
+                   "alltoall wrote outside its buffer");
+        if (!inPlace) {
+          bool untouched = true;
           for (int to = 0; to < n; ++to) {
-            for (size_t i = 0; i < count; ++i) send[1 + to * count + i] = value(ctx.rank, to, i);
+            for (size_t i = 0; i < count; ++i) untouched = untouched && send[1 + to * count + i] == value(ctx.rank, to, i);
           }
-          uint8_t* out = inPlace ? send.data() + 1 : recv.data() + 1;
-          RANK_CHECK(ctx, fwAllToAll(send.data() + 1, out, count, fwInt8, comm, nullptr) == fwSuccess, "alltoall");
-          for (int from = 0; from < n; ++from) {
-            bool whole = true;
-            for (size_t i = 0; i < count; ++i) whole = whole && out[from * count + i] == value(from, ctx.rank, i);
-            RANK_CHECK(ctx, whole, "alltoall block");
-          }
-          RANK_CHECK(ctx, out[-1] == (inPlace ? 0xA5 : 0x5A) && out[count * n] == (inPlace ? 0xA5 : 0x5A),
-                     "alltoall wrote outside its buffer");
-          if (!inPlace) {
-            bool untouched = true;
-            for (int to = 0; to < n; ++to) {
-              for (size_t i = 0; i < count; ++i) untouched = untouched && send[1 + to * count + i] == value(ctx.rank, to, i);
-            }
-            RANK_CHECK(ctx, untouched, "an out-of-place send buffer was written");
-          }
+          RANK_CHECK(ctx, untouched, "an out-of-place send buffer was written");
         }
       }
-      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
-      return failures;
-    });
-    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0) << ranks << " ranks";
-  }
+    }
+    return failures;
+  });
 }
 
 // Single-copy allreduce (from 1 byte: every allreduce past the one-round
@@ -354,51 +365,44 @@ TEST_F(SharedMemory, AllToAllInPlaceSwapsBlocksPairwise) {
 // maxima of float; counts that do not divide by the ranks; the send
 // buffer of an out-of-place call is left as it was.
 TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
-  for (int ranks : {2, 3, 4}) {
-    auto outcomes = runRanks(ranks, [&](const RankContext& ctx) {
-      setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
-      fwComm_t comm;
-      if (initOrReport(ctx, &comm)) return 1;
-      int failures = 0;
-      const int n = ctx.nranks;
-      auto value = [](int rank, size_t i) { return static_cast<int32_t>((rank + 1) * 1000 + i % 7919); };
-      for (size_t count : {size_t{5001}, size_t{300007}}) {
-        for (int mode : {0, 1, 2}) {  // out of place, in place, in place on rank 1 only
-          const bool inPlace = mode == 1 || (mode == 2 && ctx.rank == 1);
-          std::vector<int32_t> send(count), recv(count, -1);
-          for (size_t i = 0; i < count; ++i) send[i] = value(ctx.rank, i);
-          int32_t* out = inPlace ? send.data() : recv.data();
-          RANK_CHECK(ctx, fwAllReduce(send.data(), out, count, fwInt32, fwSum, comm, nullptr) == fwSuccess, "sum");
-          bool right = true;
-          for (size_t i = 0; i < count; ++i) {
-            int32_t expected = 0;
-            for (int r = 0; r < n; ++r) expected += value(r, i);
-            right = right && out[i] == expected;
-          }
-          RANK_CHECK(ctx, right, "int32 sum");
-          if (!inPlace) {
-            bool untouched = true;
-            for (size_t i = 0; i < count; ++i) untouched = untouched && send[i] == value(ctx.rank, i);
-            RANK_CHECK(ctx, untouched, "an out-of-place send buffer was written");
-          }
-          std::vector<float> x(count), y(count, -1.0f);
-          for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 31 + ctx.rank * 17) % 1009);
-          float* maxOut = inPlace ? x.data() : y.data();
-          RANK_CHECK(ctx, fwAllReduce(x.data(), maxOut, count, fwFloat32, fwMax, comm, nullptr) == fwSuccess, "max");
-          right = true;
-          for (size_t i = 0; i < count; ++i) {
-            float expected = 0.0f;
-            for (int r = 0; r < n; ++r) expected = std::max(expected, static_cast<float>((i * 31 + r * 17) % 1009));
-            right = right && maxOut[i] == expected;
-          }
-          RANK_CHECK(ctx, right, "float max");
+  onRanksWithSingleCopies({2, 3, 4}, [](const RankContext& ctx, fwComm_t comm) {
+    int failures = 0;
+    const int n = ctx.nranks;
+    auto value = [](int rank, size_t i) { return static_cast<int32_t>((rank + 1) * 1000 + i % 7919); };
+    for (size_t count : {size_t{5001}, size_t{300007}}) {
+      for (int mode : {0, 1, 2}) {  // out of place, in place, in place on rank 1 only
+        const bool inPlace = mode == 1 || (mode == 2 && ctx.rank == 1);
+        std::vector<int32_t> send(count), recv(count, -1);
+        for (size_t i = 0; i < count; ++i) send[i] = value(ctx.rank, i);
+        int32_t* out = inPlace ? send.data() : recv.data();
+        RANK_CHECK(ctx, fwAllReduce(send.data(), out, count, fwInt32, fwSum, comm, nullptr) == fwSuccess, "sum");
+        bool right = true;
+        for (size_t i = 0; i < count; ++i) {
+          int32_t expected = 0;
+          for (int r = 0; r < n; ++r) expected += value(r, i);
+          right = right && out[i] == expected;
         }
+        RANK_CHECK(ctx, right, "int32 sum");
+        if (!inPlace) {
+          bool untouched = true;
+          for (size_t i = 0; i < count; ++i) untouched = untouched && send[i] == value(ctx.rank, i);
+          RANK_CHECK(ctx, untouched, "an out-of-place send buffer was written");
+        }
+        std::vector<float> x(count), y(count, -1.0f);
+        for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 31 + ctx.rank * 17) % 1009);
+        float* maxOut = inPlace ? x.data() : y.data();
+        RANK_CHECK(ctx, fwAllReduce(x.data(), maxOut, count, fwFloat32, fwMax, comm, nullptr) == fwSuccess, "max");
+        right = true;
+        for (size_t i = 0; i < count; ++i) {
+          float expected = 0.0f;
+          for (int r = 0; r < n; ++r) expected = std::max(expected, static_cast<float>((i * 31 + r * 17) % 1009));
+          right = right && maxOut[i] == expected;
+        }
+        RANK_CHECK(ctx, right, "float max");
       }
-      RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
-      return failures;
-    });
-    for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0) << ranks << " ranks";
-  }
+    }
+    return failures;
+  });
 }
 
 // Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES) from 1 byte: every
