@@ -406,8 +406,9 @@ TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
 }
 
 // Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES) from 1 byte: every
-// allgather and broadcast reads the owners' buffers in place, in and out
-// of place, blocks that do not divide evenly and every root; the log says
+// allgather and broadcast reads the owners' buffers in place (an in-place
+// broadcast's root writing its share of theirs), in and out of place,
+// blocks that do not divide evenly and every root; the log says
 // the node turned them on, so this is not the copy path passing for them.
 TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   const std::string log = "/tmp/fairway-shm-single-copy-" + std::to_string(getpid()) + ".log";
@@ -434,12 +435,22 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
           }
         }
       }
+      // In place the root writes the tail of each reader's buffer while
+      // the reader reads the rest: every element is checked, and the
+      // guards on either side stay as they were.
       for (int root = 0; root < n; ++root) {
-        std::vector<int32_t> buf(count, ctx.rank == root ? 0 : -1);
-        if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(root + 3 * i);
-        RANK_CHECK(ctx, fwBroadcast(buf.data(), buf.data(), count, fwInt32, root, comm, nullptr) == fwSuccess,
-                   "broadcast");
-        for (size_t i = 0; i < count; i += 89) RANK_CHECK(ctx, buf[i] == static_cast<int32_t>(root + 3 * i), "value");
+        for (bool inPlace : {true, false}) {
+          std::vector<int32_t> storage(count + 2, -1), source(count);
+          int32_t* buf = storage.data() + 1;
+          for (size_t i = 0; i < count; ++i) source[i] = static_cast<int32_t>(root + 3 * i);
+          if (ctx.rank == root && inPlace) std::copy(source.begin(), source.end(), buf);
+          const void* send = ctx.rank == root && !inPlace ? source.data() : buf;
+          RANK_CHECK(ctx, fwBroadcast(send, buf, count, fwInt32, root, comm, nullptr) == fwSuccess, "broadcast");
+          size_t wrong = 0;
+          for (size_t i = 0; i < count; ++i) wrong += buf[i] != source[i];
+          RANK_CHECK(ctx, wrong == 0, std::to_string(wrong) + " wrong values from root " + std::to_string(root));
+          RANK_CHECK(ctx, storage.front() == -1 && storage.back() == -1, "broadcast wrote outside its buffer");
+        }
       }
     }
     RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");

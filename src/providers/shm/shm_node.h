@@ -158,9 +158,10 @@ class SharedMemoryNode final : public NodePhase {
   struct alignas(128) Control {
     std::atomic<uint32_t> phase;  // 2g+1 once round g's input is in; 2g+2 once its work is done
     std::atomic<uint8_t> inputShift[2];  // as RoundSlot's
-    // A single-copy all-to-all's, per parity: 1 when the buffer this rank
-    // published is also its output (its call is in place), so that peers
-    // in place too swap blocks with it instead of only reading.
+    // A single-copy all-to-all's or broadcast's, per parity: 1 when the
+    // buffer this rank published is also its output (its call is in
+    // place), so that peers in place too swap blocks with it instead of
+    // only reading, and a broadcast's root writes part of its readers'.
     std::atomic<uint8_t> publishedInPlace[2];
     Descriptor round[2];
     // Written rarely, on a line of their own.

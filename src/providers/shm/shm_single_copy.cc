@@ -229,24 +229,52 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
 
 // The root publishes `published` (its send buffer out of place, buf in
 // place) and, out of place, copies it into buf while the others read all
-// of it from there.
+// of it from there. In place the root has nothing of its own to copy, so
+// it shares the readers' work: it writes the tail of each reader's buffer
+// (rootShareOf: one n-th of it) while that reader reads the rest, every
+// rank moving (n - 1)/n of the buffer instead of each reader all of it
+// and the root none (2 ranks: both cores copy half at once). A reader then
+// returns only once the root has written its share.
 Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* published, void* buf, size_t count,
                                           int root) {
+  const size_t es = node.elementSize();
+  const size_t total = count * es;
+  const size_t rootShare = count / static_cast<size_t>(ranks_) * es;
   FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count, 0));
-  control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
+  Control& mine = control(localRank_);
+  const bool rootInPlace = published == buf;
+  mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
+  mine.publishedInPlace[round_ % 2].store(rootInPlace ? 1 : 0, std::memory_order_relaxed);
   arrive();
   Status st;
   if (localRank_ != root) {
     st = awaitArrival(root);
-    if (st.isOk()) {
-      st = readPeer(root, buf, control(root).userBuffer[round_ % 2].load(std::memory_order_relaxed),
-                    count * node.elementSize());
-    }
+    const bool rootWrites = st.isOk() && control(root).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) != 0;
+    const size_t readBytes = rootWrites ? total - rootShare : total;
+    if (st.isOk()) st = readPeer(root, buf, control(root).userBuffer[round_ % 2].load(std::memory_order_relaxed), readBytes);
     if (st.isOk()) post(finished(round_));
+    if (st.isOk() && rootWrites) st = await(root, finished(round_));
   } else {
-    if (published != buf) st = node.copy(buf, published, count);
-    post(finished(round_));
-    const Status read = awaitAll(finished(round_));
+    if (!rootInPlace) {
+      st = node.copy(buf, published, count);
+    } else if (rootShare > 0) {
+      // Each reader's tail as it arrives, the next rank first, so that
+      // with more readers than one they are not all written at once.
+      const char* tail = static_cast<const char*>(buf) + (total - rootShare);
+      for (int step = 1; step < ranks_ && st.isOk(); ++step) {
+        const int q = (localRank_ + step) % ranks_;
+        st = awaitArrival(q);
+        if (st.isOk()) {
+          st = writePeer(q, control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed) + (total - rootShare),
+                         tail, rootShare);
+        }
+      }
+    }
+    // Out of place a failed copy of the root's own leaves the readers'
+    // results whole; a failed write does not, and its readers are left
+    // to time out naming the root rather than return its share unwritten.
+    if (st.isOk() || !rootInPlace) post(finished(round_));
+    const Status read = st.isOk() || !rootInPlace ? awaitAll(finished(round_)) : Status::ok();
     if (st.isOk()) st = read;
   }
   ++round_;
