@@ -218,7 +218,7 @@ std::vector<ConfigVariable> makeTable() {
         "allgather and all-to-all blocks, broadcasts and allreduces whose size lies in this window read the "
         "owners' buffers in place (`process_vm_readv`) instead of passing through the segment: `MIN-MAX` or "
         "`MIN` (no upper end), in bytes; 0: never; `auto`: 2 ranks with a CPU each read allgather blocks of "
-        "8K-16M, all-to-all blocks of 16K-16M, broadcasts of 32K-32M and allreduces of 2M-8M in place, and more "
+        "8K-16M, all-to-all blocks of 16K-16M, broadcasts of 32K-32M (32K-8M on CPUs other than Intel's) and allreduces of 2M-8M in place, and more "
         "ranks than CPUs all-to-all blocks from 64K (32K from 8 ranks), where that measured faster than two copies; "
         "two copies serve the rest (docs/DESIGN.md, \"Single copies\")",
         singleCopyWindow()),

@@ -74,8 +74,8 @@ class SharedMemoryNode final : public NodePhase {
   // with more ranks than CPUs from 64 KiB (from 32 KiB at 8 ranks or
   // more), with no upper end (see the definition).
   static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed);
-  // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB (see
-  // the definition). One window whether the root's call is in place or
+  // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB on
+  // Intel CPUs, to 8 MiB on others (see the definition). One window whether the root's call is in place or
   // not, as the other ranks cannot tell.
   static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed);
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB

@@ -93,9 +93,15 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
 // Those in-place reads were the reader's alone; since the root writes a
 // share of them (shm_single_copy.cc) they run 1.5-2.5 times as fast from
 // 256 KiB to 32 MiB (an AMD EPYC machine of 2 cores).
+// All of that on Intel Xeon. On AMD EPYC the kernel's copy ran at about
+// half a memcpy's rate from 16 MiB (64 MiB: 4.0-4.2 GB/s against 9.0-9.4),
+// and broadcasts of 16 and 32 MiB read in place at 3.0-3.1 GB/s busbw out
+// of place and 5.2-6.4 in place, against the rounds' 5.8-6.4 and 7.6-8.5;
+// at 8 MiB they tied (3.2 against 3.0), at 4 MiB they won (3.3-3.9
+// against 3.1, in place 7.8-9.8 against 6.2-6.9), so the window ends there.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
-  return {size_t{32} << 10, size_t{32} << 20};
+  return {size_t{32} << 10, cpuIsIntel() ? size_t{32} << 20 : size_t{8} << 20};
 }
 
 // Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
