@@ -91,30 +91,38 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(1000, true), 256 * kKiB);
 }
 
-// Single copies by default only where they were measured faster: 2 ranks
-// with a CPU each, allgather blocks of 8 KiB to 16 MiB, all-to-all blocks
-// of 16 KiB to 16 MiB, broadcasts of 32 KiB to 32 MiB (8 MiB on CPUs other
-// than Intel's) and allreduces of 2
-// to 8 MiB; more ranks than CPUs, all-to-all blocks from 64 KiB (32 KiB
-// from 8 ranks on); both ends included.
+// Single copies by default only where they were measured faster, on
+// Intel CPUs and on others (shm_windows.cc); both ends included.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
-  constexpr size_t kMiB = 1024 * 1024;
+  constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
   using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool);
-  const std::pair<DefaultWindow, size_t> twoRankWindows[] = {{SharedMemoryNode::defaultAllgatherSingleCopy, 8 * 1024},
-                                                             {SharedMemoryNode::defaultAlltoallSingleCopy, 16 * 1024}};
-  for (const auto& [window, from] : twoRankWindows) {
-    const auto two = window(2, false);
-    EXPECT_FALSE(two.holds(from - 1));
-    EXPECT_TRUE(two.holds(from));
-    EXPECT_TRUE(two.holds(16 * kMiB));
-    EXPECT_FALSE(two.holds(16 * kMiB + 1));
+  // 2 ranks with a CPU each: on Intel CPUs allgather blocks of 8 KiB and
+  // all-to-all blocks of 16 KiB to 16 MiB; on others 256 KiB to 4 MiB and
+  // 512 KiB to 2 MiB (the segment's rounds win more there).
+  const bool intel = cpuIsIntel();
+  struct TwoRankWindow {
+    DefaultWindow window;
+    size_t from, to;
+  };
+  const TwoRankWindow twoRankWindows[] = {
+      {SharedMemoryNode::defaultAllgatherSingleCopy, intel ? 8 * kKiB : 256 * kKiB, intel ? 16 * kMiB : 4 * kMiB},
+      {SharedMemoryNode::defaultAlltoallSingleCopy, intel ? 16 * kKiB : 512 * kKiB, intel ? 16 * kMiB : 2 * kMiB}};
+  for (const TwoRankWindow& w : twoRankWindows) {
+    const auto two = w.window(2, false);
+    EXPECT_FALSE(two.holds(w.from - 1));
+    EXPECT_TRUE(two.holds(w.from));
+    EXPECT_TRUE(two.holds(w.to));
+    EXPECT_FALSE(two.holds(w.to + 1));
     for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}}) {
-      EXPECT_FALSE(window(ranks, oversubscribed).holds(1 * kMiB)) << ranks << " ranks";
+      EXPECT_FALSE(w.window(ranks, oversubscribed).holds(1 * kMiB)) << ranks << " ranks";
     }
   }
   for (int ranks : {3, 4, 8}) EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true).holds(1 * kMiB));
-  for (auto [ranks, from] : {std::pair{3, 64 * 1024}, std::pair{4, 64 * 1024}, std::pair{7, 64 * 1024},
-                             std::pair{8, 32 * 1024}, std::pair{16, 32 * 1024}}) {
+  // More ranks than CPUs: all-to-all from 32 KiB blocks at 8 ranks and
+  // more, below that from 64 KiB on Intel CPUs and 256 KiB on others.
+  const size_t fewRanksFrom = intel ? 64 * kKiB : 256 * kKiB;
+  for (auto [ranks, from] : {std::pair{3, fewRanksFrom}, std::pair{4, fewRanksFrom}, std::pair{7, fewRanksFrom},
+                             std::pair{8, 32 * kKiB}, std::pair{16, 32 * kKiB}}) {
     const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true);
     EXPECT_FALSE(alltoall.holds(from - 1)) << ranks << " ranks";
     EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
@@ -130,11 +138,12 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed).holds(4 * kMiB)) << ranks;
   }
   // Broadcasts: 32 KiB (below, the segment's rounds run ahead) to 32 MiB
-  // on Intel CPUs, to 8 MiB on others (the kernel's copy is slower there).
+  // on Intel CPUs, 2 to 8 MiB on others (the kernel's copy is slower there).
   const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false);
-  const size_t broadcastUpTo = cpuIsIntel() ? 32 * kMiB : 8 * kMiB;
-  EXPECT_FALSE(broadcast.holds(32 * 1024 - 1));
-  EXPECT_TRUE(broadcast.holds(32 * 1024));
+  const size_t broadcastFrom = intel ? 32 * kKiB : 2 * kMiB;
+  const size_t broadcastUpTo = intel ? 32 * kMiB : 8 * kMiB;
+  EXPECT_FALSE(broadcast.holds(broadcastFrom - 1));
+  EXPECT_TRUE(broadcast.holds(broadcastFrom));
   EXPECT_TRUE(broadcast.holds(broadcastUpTo));
   EXPECT_FALSE(broadcast.holds(broadcastUpTo + 1));
   EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true).holds(1 * kMiB));

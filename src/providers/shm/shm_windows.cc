@@ -42,8 +42,20 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 // falls behind the segment's. With more ranks than CPUs it lost or tied
 // at every size (a read waits for its owner to be scheduled); more ranks
 // with a CPU each have not been measured, so they keep the two copies.
+// That on Intel Xeon. On AMD EPYC, once the copy loop's prefetch kept to
+// its source (core/copy_kernels.inc), the rounds won below 256 KiB
+// blocks, us a call, out of place / in place, medians of 5 interleaved
+// runs: 8 KiB blocks 2.68/2.53 read against 1.80/1.67 in rounds, 32 KiB
+// 5.83/4.87 against 4.63/3.62, 128 KiB 18.3/17.2 against 19.1/13.5; at
+// 256 KiB the reads won out of place (38.6 against 52.9) and lost in
+// place (47.3 against 30.2); from 512 KiB to 4 MiB they won both ways
+// (2 MiB 1.17/0.39 ms against 1.42/1.02); at 8 MiB they lost out of place
+// (5.2 against 3.8 ms) and tied in place. An out-of-place call is the
+// common one (torch's all_gather_into_tensor), so the window there is 256
+// KiB to 4 MiB.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
+  if (!cpuIsIntel()) return {size_t{256} << 10, size_t{4} << 20};
   return {size_t{8} << 10, size_t{16} << 20};
 }
 
@@ -71,10 +83,27 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
 //     1.2/1.6 to 1.8/1.8, 128 KiB 1.4/1.8 to 2.1/2.3, 2 MiB 1.0/0.6 to
 //     1.2/1.6, 16 MiB 0.9/0.7 to 1.1/1.3.
 // More ranks with a CPU each have not been measured: two copies.
+// All of that on Intel Xeon. On AMD EPYC, measured as allgather's above:
+// 2 ranks, the rounds won both ways below 512 KiB blocks (16 KiB 4.0/4.8
+// us read against 2.4/1.9, 256 KiB 53.6/46.9 against 31.5/19.9), from
+// 512 KiB to 2 MiB the reads won out of place (1 MiB 0.46 ms against
+// 0.78) while the swaps lost in place (0.27 against 0.13), and from 4
+// MiB the rounds tied or won; the window keeps the out-of-place gain,
+// where in place the rounds lead the peers anyway. 4 ranks on 2 cores:
+// at 64 KiB blocks the rounds won both ways (89/98 us against 58/48), at
+// 128 KiB the reads won out of place (170-200 against 263-268) and lost
+// in place (207-221 against 99-103), from 256 KiB they won both ways; so
+// the window starts at 256 KiB there. 8 ranks kept 32 KiB (32 KiB blocks
+// 250/294 us against 413/179, 128 KiB 1.49/1.04 ms against 2.45/2.04).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed) {
-  if (!oversubscribed) return ranks == 2 ? SizeWindow{size_t{16} << 10, size_t{16} << 20} : SizeWindow{};
+  const bool intel = cpuIsIntel();
+  if (!oversubscribed) {
+    if (ranks != 2) return {};
+    return intel ? SizeWindow{size_t{16} << 10, size_t{16} << 20} : SizeWindow{size_t{512} << 10, size_t{2} << 20};
+  }
   if (ranks < 3) return {};
-  return {ranks >= 8 ? size_t{32} << 10 : size_t{64} << 10, kNoUpperEnd};
+  if (ranks >= 8) return {size_t{32} << 10, kNoUpperEnd};
+  return {intel ? size_t{64} << 10 : size_t{256} << 10, kNoUpperEnd};
 }
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
@@ -99,9 +128,17 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
 // of place and 5.2-6.4 in place, against the rounds' 5.8-6.4 and 7.6-8.5;
 // at 8 MiB they tied (3.2 against 3.0), at 4 MiB they won (3.3-3.9
 // against 3.1, in place 7.8-9.8 against 6.2-6.9), so the window ends there.
+// Once the copy loop's prefetch kept to its source (core/copy_kernels.inc)
+// the rounds there won below 2 MiB both ways, us a call, out of place /
+// in place, medians of 5-6 interleaved runs: 32 KiB 4.4/3.3 read against
+// 2.8/1.5, 512 KiB 50.8/42.2 against 43.2/19.6, 1 MiB 174/131 against
+// 139/69; at 2 MiB the reads won out of place (296 against 705) and lost
+// in place (204 against 153), at 4 MiB they won both ways (1.40/0.48 ms
+// against 1.55/0.74), so there the window starts at 2 MiB.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
   if (ranks != 2 || oversubscribed) return {};
-  return {size_t{32} << 10, cpuIsIntel() ? size_t{32} << 20 : size_t{8} << 20};
+  if (!cpuIsIntel()) return {size_t{2} << 20, size_t{8} << 20};
+  return {size_t{32} << 10, size_t{32} << 20};
 }
 
 // Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
