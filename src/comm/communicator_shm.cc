@@ -140,13 +140,13 @@ Status Communicator::attachSharedMemory() {
   using Window = SharedMemoryNode::SizeWindow;
   const bool oversubscribed = messenger_->yieldsWhenIdle();
   const Window chosen{config_.shmSingleCopyMin, config_.shmSingleCopyMax};
-  const auto windowOr = [&](Window (*byDefault)(int, bool)) {
-    return config_.shmSingleCopySet ? chosen : byDefault(local, oversubscribed);
-  };
-  const SharedMemoryNode::SingleCopyWindows windows{windowOr(SharedMemoryNode::defaultAllgatherSingleCopy),
-                                                    windowOr(SharedMemoryNode::defaultAlltoallSingleCopy),
-                                                    windowOr(SharedMemoryNode::defaultBroadcastSingleCopy),
-                                                    windowOr(SharedMemoryNode::defaultAllreduceSingleCopy)};
+  const bool intel = cpuIsIntel();
+  const auto windowOr = [&](Window byDefault) { return config_.shmSingleCopySet ? chosen : byDefault; };
+  const SharedMemoryNode::SingleCopyWindows windows{
+      windowOr(SharedMemoryNode::defaultAllgatherSingleCopy(local, oversubscribed, intel)),
+      windowOr(SharedMemoryNode::defaultAlltoallSingleCopy(local, oversubscribed, intel)),
+      windowOr(SharedMemoryNode::defaultBroadcastSingleCopy(local, oversubscribed, intel)),
+      windowOr(SharedMemoryNode::defaultAllreduceSingleCopy(local, oversubscribed))};
   const bool wanted = windows.allgather.min != 0 || windows.alltoall.min != 0 || windows.broadcast.min != 0 ||
                       windows.allreduce.min != 0;
   int32_t readable = 0;

@@ -92,43 +92,60 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 }
 
 // Single copies by default only where they were measured faster, on
-// Intel CPUs and on others (shm_windows.cc); both ends included.
+// Intel CPUs and on others (shm_windows.cc); both ends included. Both
+// kinds of CPU are checked on whichever machine runs the test.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
-  using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool);
-  // 2 ranks with a CPU each: on Intel CPUs allgather blocks of 8 KiB and
-  // all-to-all blocks of 16 KiB to 16 MiB; on others 256 KiB to 4 MiB and
-  // 512 KiB to 2 MiB (the segment's rounds win more there).
-  const bool intel = cpuIsIntel();
-  struct TwoRankWindow {
-    DefaultWindow window;
-    size_t from, to;
-  };
-  const TwoRankWindow twoRankWindows[] = {
-      {SharedMemoryNode::defaultAllgatherSingleCopy, intel ? 8 * kKiB : 256 * kKiB, intel ? 16 * kMiB : 4 * kMiB},
-      {SharedMemoryNode::defaultAlltoallSingleCopy, intel ? 16 * kKiB : 512 * kKiB, intel ? 16 * kMiB : 2 * kMiB}};
-  for (const TwoRankWindow& w : twoRankWindows) {
-    const auto two = w.window(2, false);
-    EXPECT_FALSE(two.holds(w.from - 1));
-    EXPECT_TRUE(two.holds(w.from));
-    EXPECT_TRUE(two.holds(w.to));
-    EXPECT_FALSE(two.holds(w.to + 1));
-    for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}}) {
-      EXPECT_FALSE(w.window(ranks, oversubscribed).holds(1 * kMiB)) << ranks << " ranks";
+  for (const bool intel : {true, false}) {
+    SCOPED_TRACE(intel ? "Intel CPUs" : "other CPUs");
+    using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool, bool);
+    // 2 ranks with a CPU each: on Intel CPUs allgather blocks of 8 KiB and
+    // all-to-all blocks of 16 KiB to 16 MiB; on others 256 KiB to 4 MiB
+    // and 512 KiB to 2 MiB (the segment's rounds win more there).
+    struct TwoRankWindow {
+      DefaultWindow window;
+      size_t from, to;
+    };
+    const TwoRankWindow twoRankWindows[] = {
+        {SharedMemoryNode::defaultAllgatherSingleCopy, intel ? 8 * kKiB : 256 * kKiB, intel ? 16 * kMiB : 4 * kMiB},
+        {SharedMemoryNode::defaultAlltoallSingleCopy, intel ? 16 * kKiB : 512 * kKiB, intel ? 16 * kMiB : 2 * kMiB}};
+    for (const TwoRankWindow& w : twoRankWindows) {
+      const auto two = w.window(2, false, intel);
+      EXPECT_FALSE(two.holds(w.from - 1));
+      EXPECT_TRUE(two.holds(w.from));
+      EXPECT_TRUE(two.holds(w.to));
+      EXPECT_FALSE(two.holds(w.to + 1));
+      for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}}) {
+        EXPECT_FALSE(w.window(ranks, oversubscribed, intel).holds(1 * kMiB)) << ranks << " ranks";
+      }
     }
+    for (int ranks : {3, 4, 8}) {
+      EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true, intel).holds(1 * kMiB));
+    }
+    // More ranks than CPUs: all-to-all from 32 KiB blocks at 8 ranks and
+    // more, below that from 64 KiB on Intel CPUs and 256 KiB on others.
+    const size_t fewRanksFrom = intel ? 64 * kKiB : 256 * kKiB;
+    for (auto [ranks, from] : {std::pair{3, fewRanksFrom}, std::pair{4, fewRanksFrom}, std::pair{7, fewRanksFrom},
+                               std::pair{8, 32 * kKiB}, std::pair{16, 32 * kKiB}}) {
+      const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true, intel);
+      EXPECT_FALSE(alltoall.holds(from - 1)) << ranks << " ranks";
+      EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
+      EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
+    }
+    // Broadcasts: 32 KiB (below, the segment's rounds run ahead) to 32 MiB
+    // on Intel CPUs, 2 to 8 MiB on others (the kernel's copy is slower
+    // there, and the rounds faster below).
+    const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false, intel);
+    const size_t broadcastFrom = intel ? 32 * kKiB : 2 * kMiB;
+    const size_t broadcastUpTo = intel ? 32 * kMiB : 8 * kMiB;
+    EXPECT_FALSE(broadcast.holds(broadcastFrom - 1));
+    EXPECT_TRUE(broadcast.holds(broadcastFrom));
+    EXPECT_TRUE(broadcast.holds(broadcastUpTo));
+    EXPECT_FALSE(broadcast.holds(broadcastUpTo + 1));
+    EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true, intel).holds(1 * kMiB));
+    EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false, intel).holds(1 * kMiB));
   }
-  for (int ranks : {3, 4, 8}) EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true).holds(1 * kMiB));
-  // More ranks than CPUs: all-to-all from 32 KiB blocks at 8 ranks and
-  // more, below that from 64 KiB on Intel CPUs and 256 KiB on others.
-  const size_t fewRanksFrom = intel ? 64 * kKiB : 256 * kKiB;
-  for (auto [ranks, from] : {std::pair{3, fewRanksFrom}, std::pair{4, fewRanksFrom}, std::pair{7, fewRanksFrom},
-                             std::pair{8, 32 * kKiB}, std::pair{16, 32 * kKiB}}) {
-    const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true);
-    EXPECT_FALSE(alltoall.holds(from - 1)) << ranks << " ranks";
-    EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
-    EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
-  }
-  // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB.
+  // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB, whatever the CPU.
   const auto allreduce = SharedMemoryNode::defaultAllreduceSingleCopy(2, false);
   EXPECT_FALSE(allreduce.holds(2 * kMiB - 1));
   EXPECT_TRUE(allreduce.holds(2 * kMiB));
@@ -137,17 +154,6 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
   for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{4, true}}) {
     EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed).holds(4 * kMiB)) << ranks;
   }
-  // Broadcasts: 32 KiB (below, the segment's rounds run ahead) to 32 MiB
-  // on Intel CPUs, 2 to 8 MiB on others (the kernel's copy is slower there).
-  const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false);
-  const size_t broadcastFrom = intel ? 32 * kKiB : 2 * kMiB;
-  const size_t broadcastUpTo = intel ? 32 * kMiB : 8 * kMiB;
-  EXPECT_FALSE(broadcast.holds(broadcastFrom - 1));
-  EXPECT_TRUE(broadcast.holds(broadcastFrom));
-  EXPECT_TRUE(broadcast.holds(broadcastUpTo));
-  EXPECT_FALSE(broadcast.holds(broadcastUpTo + 1));
-  EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true).holds(1 * kMiB));
-  EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false).holds(1 * kMiB));
   EXPECT_FALSE(SharedMemoryNode::SizeWindow{}.holds(0));  // the empty window holds nothing
 }
 

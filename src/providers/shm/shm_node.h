@@ -66,20 +66,22 @@ class SharedMemoryNode final : public NodePhase {
     size_t min = 0, max = 0;
     bool holds(size_t bytes) const { return min != 0 && bytes >= min && bytes <= max; }
   };
+  // The defaults below differ by the kind of CPU (intelCpu: cpuIsIntel()
+  // on the machine that runs them), passed in so that a test checks both.
   // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather blocks of
   // 8 KiB to 16 MiB with 2 ranks and a CPU each on Intel CPUs (256 KiB to
   // 4 MiB on others), nothing otherwise (see the definition).
-  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed);
+  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed, bool intelCpu);
   // All-to-all blocks: 16 KiB to 16 MiB with 2 ranks and a CPU each (512
   // KiB to 2 MiB on CPUs other than Intel's), and with more ranks than
   // CPUs from 64 KiB (256 KiB on others; 32 KiB at 8 ranks or more), with
   // no upper end (see the definition).
-  static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed);
+  static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed, bool intelCpu);
   // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB on
   // Intel CPUs, 2 to 8 MiB on others (see the definition). One window
   // whether the root's call is in place or not, as the other ranks cannot
   // tell.
-  static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed);
+  static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed, bool intelCpu);
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB
   // (see the definition).
   static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed);

@@ -53,9 +53,10 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 // (5.2 against 3.8 ms) and tied in place. An out-of-place call is the
 // common one (torch's all_gather_into_tensor), so the window there is 256
 // KiB to 4 MiB.
-SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed) {
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed,
+                                                                          bool intelCpu) {
   if (ranks != 2 || oversubscribed) return {};
-  if (!cpuIsIntel()) return {size_t{256} << 10, size_t{4} << 20};
+  if (!intelCpu) return {size_t{256} << 10, size_t{4} << 20};
   return {size_t{8} << 10, size_t{16} << 20};
 }
 
@@ -95,15 +96,15 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
 // in place (207-221 against 99-103), from 256 KiB they won both ways; so
 // the window starts at 256 KiB there. 8 ranks kept 32 KiB (32 KiB blocks
 // 250/294 us against 413/179, 128 KiB 1.49/1.04 ms against 2.45/2.04).
-SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed) {
-  const bool intel = cpuIsIntel();
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed,
+                                                                         bool intelCpu) {
   if (!oversubscribed) {
     if (ranks != 2) return {};
-    return intel ? SizeWindow{size_t{16} << 10, size_t{16} << 20} : SizeWindow{size_t{512} << 10, size_t{2} << 20};
+    return intelCpu ? SizeWindow{size_t{16} << 10, size_t{16} << 20} : SizeWindow{size_t{512} << 10, size_t{2} << 20};
   }
   if (ranks < 3) return {};
   if (ranks >= 8) return {size_t{32} << 10, kNoUpperEnd};
-  return {intel ? size_t{64} << 10 : size_t{256} << 10, kNoUpperEnd};
+  return {intelCpu ? size_t{64} << 10 : size_t{256} << 10, kNoUpperEnd};
 }
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
@@ -135,9 +136,10 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
 // 139/69; at 2 MiB the reads won out of place (296 against 705) and lost
 // in place (204 against 153), at 4 MiB they won both ways (1.40/0.48 ms
 // against 1.55/0.74), so there the window starts at 2 MiB.
-SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed) {
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed,
+                                                                           bool intelCpu) {
   if (ranks != 2 || oversubscribed) return {};
-  if (!cpuIsIntel()) return {size_t{2} << 20, size_t{8} << 20};
+  if (!intelCpu) return {size_t{2} << 20, size_t{8} << 20};
   return {size_t{32} << 10, size_t{32} << 20};
 }
 
