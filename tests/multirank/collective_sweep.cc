@@ -12,9 +12,14 @@ namespace {
 
 const fwDataType_t kTypes[] = {fwInt8, fwUint8, fwInt32, fwUint32, fwInt64, fwUint64,
                                fwFloat16, fwBfloat16, fwFloat32, fwFloat64};
-// Read when first swept, after the harness applied FAIRWAY_TEST_ENV.
+// Read when first swept, after the harness applied FAIRWAY_TEST_ENV. The
+// medium count (1K+3) runs each reduction kernel's vector loop and its
+// tail for every type and op; the large one spans the transfers' chunks,
+// rounds and size windows, which do not depend on the op.
+constexpr size_t kCountsSwept = 5;
+constexpr size_t kLargeCountIndex = kCountsSwept - 1;
 size_t sweptCount(size_t index) {
-  static const size_t counts[] = {0, 1, 7, sweepLargeCount()};
+  static const size_t counts[kCountsSwept] = {0, 1, 7, 1027, sweepLargeCount()};
   return counts[index];
 }
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
@@ -24,6 +29,15 @@ std::vector<fwRedOp_t> opsFor(const CollectiveCase& c, fwDataType_t type) {
   std::vector<fwRedOp_t> ops = {fwSum, fwProd, fwMax, fwMin, fwAvg};
   if (type <= fwUint64) ops.insert(ops.end(), {fwBand, fwBor, fwBxor});
   return ops;
+}
+
+// Whether (type, op) meets the large count: sum always, and one other op
+// per type, rotating with the type (over the ten types every op but bxor
+// meets it on some type). Every op at the large count on every type made the
+// reductions' 8-rank sweeps the longest items of the test suite.
+bool sweepsLargeCount(const std::vector<fwRedOp_t>& ops, size_t opIndex, size_t typeIndex) {
+  if (opIndex == 0 || ops.size() == 1) return true;
+  return opIndex == 1 + typeIndex % (ops.size() - 1);
 }
 
 struct Combination {
@@ -139,9 +153,13 @@ int sweepCollective(const RankContext& ctx, const CollectiveCase& c, const Sweep
   int seed = 0;
   const std::vector<fwDataType_t> types =
       options.types.empty() ? std::vector<fwDataType_t>(std::begin(kTypes), std::end(kTypes)) : options.types;
-  for (fwDataType_t type : types) {
-    for (fwRedOp_t op : opsFor(c, type)) {
-      for (size_t countIndex = 0; countIndex < 4; ++countIndex) {
+  for (size_t typeIndex = 0; typeIndex < types.size(); ++typeIndex) {
+    const fwDataType_t type = types[typeIndex];
+    const std::vector<fwRedOp_t> ops = opsFor(c, type);
+    for (size_t opIndex = 0; opIndex < ops.size(); ++opIndex) {
+      const fwRedOp_t op = ops[opIndex];
+      for (size_t countIndex = 0; countIndex < kCountsSwept; ++countIndex) {
+        if (countIndex == kLargeCountIndex && !sweepsLargeCount(ops, opIndex, typeIndex)) continue;
         for (bool inPlace : {false, true}) {
           if (inPlace && !c.hasInPlace) continue;
           ++seed;

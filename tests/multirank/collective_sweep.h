@@ -1,8 +1,9 @@
 // One rank's part of the correctness sweep: every datatype x every op that
-// applies x counts {0, 1, 7, large} x out-of-place and in-place for one
+// applies x counts {0, 1, 7, 1K+3, large} x out-of-place and in-place for one
 // collective, each result compared element by element with the reference
 // (exact for integers, within check_data's tolerance for floats), guard
-// bytes checked, and out-of-place send buffers required unchanged.
+// bytes checked, and out-of-place send buffers required unchanged. The
+// large count runs with sum and one other op per type (collective_sweep.cc).
 #pragma once
 
 #include <cstddef>

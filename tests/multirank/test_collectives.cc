@@ -1,5 +1,6 @@
 // Every collective x every datatype x every op that applies x counts
-// {0, 1, 7, 1M+3} x out-of-place and in-place, on 1, 2, 3, 4 and 8 ranks
+// {0, 1, 7, 1K+3, 1M+3 (sum and one other op per type)} x out-of-place and
+// in-place, on 1, 2, 3, 4 and 8 ranks
 // as forked processes over real UCX; on one node the defaults run on the
 // node's shared-memory segment. Results are compared element by
 // element with a reference computed here (exact for integers, within the
