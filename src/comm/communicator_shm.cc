@@ -136,33 +136,47 @@ Status Communicator::attachSharedMemory() {
     return Status::ok();
   }
   // The windows every rank computes alike: from the same variable, or
-  // from the node's rank count and whether it holds a CPU per rank.
+  // from the node's rank count, whether it holds a CPU per rank, the kind
+  // of CPU and, where the windows depend on it, how far apart the ranks'
+  // cores are, measured here by both and agreed (the least of theirs).
   using Window = SharedMemoryNode::SizeWindow;
+  using Windows = SharedMemoryNode::SingleCopyWindows;
   const bool oversubscribed = messenger_->yieldsWhenIdle();
-  const Window chosen{config_.shmSingleCopyMin, config_.shmSingleCopyMax};
   const bool intel = cpuIsIntel();
-  const auto windowOr = [&](Window byDefault) { return config_.shmSingleCopySet ? chosen : byDefault; };
-  const SharedMemoryNode::SingleCopyWindows windows{
-      windowOr(SharedMemoryNode::defaultAllgatherSingleCopy(local, oversubscribed, intel)),
-      windowOr(SharedMemoryNode::defaultAlltoallSingleCopy(local, oversubscribed, intel)),
-      windowOr(SharedMemoryNode::defaultBroadcastSingleCopy(local, oversubscribed, intel)),
-      windowOr(SharedMemoryNode::defaultAllreduceSingleCopy(local, oversubscribed))};
-  const bool wanted = windows.allgather.min != 0 || windows.alltoall.min != 0 || windows.broadcast.min != 0 ||
-                      windows.allreduce.min != 0;
-  int32_t readable = 0;
-  FW_RETURN_IF_ERROR(everyRank(wanted && shm->canReadPeers() ? 1 : 0, base + 2, "checking single-copy reads",
-                               &readable));
-  if (readable == 1) shm->enableSingleCopy(windows);
+  const auto windowsFor = [&](SharedMemoryNode::Cores cores) {
+    if (!config_.shmSingleCopySet) return SharedMemoryNode::defaultSingleCopyWindows(local, oversubscribed, cores);
+    const Window chosen{config_.shmSingleCopyMin, config_.shmSingleCopyMax};
+    return Windows{chosen, chosen, chosen, chosen};
+  };
+  const Windows near = windowsFor(SharedMemoryNode::coresOf(intel, 0));
+  const Windows far = windowsFor(SharedMemoryNode::coresOf(intel, SharedMemoryNode::kFarRoundTripNs));
+  const bool measures = !(near == far);
+  const uint32_t roundTripNs = measures ? std::min<uint32_t>(shm->measureRoundTripNs(), 1000000) : 0;
+  const bool wanted = near.any() || far.any();
+  // 0: no single copies; else 1 + the round trip (0: not measured).
+  int32_t agreed = 0;
+  FW_RETURN_IF_ERROR(everyRank(wanted && shm->canReadPeers() ? 1 + static_cast<int32_t>(roundTripNs) : 0, base + 2,
+                               "checking single-copy reads", &agreed));
+  const bool readable = agreed > 0;
+  const uint32_t agreedRoundTripNs = readable ? static_cast<uint32_t>(agreed - 1) : 0;
+  const Windows windows = windowsFor(SharedMemoryNode::coresOf(intel, agreedRoundTripNs));
+  if (readable) shm->enableSingleCopy(windows);
   if (localRank == 0) {
     const auto sizes = [](Window w) {
       return w.min == 0 ? std::string("none")
              : w.max >= kNoUpperEnd ? "from " + byteText(w.min)
                                     : "of " + byteText(w.min) + "-" + byteText(w.max);
     };
+    const std::string cores =
+        !measures                ? std::string()
+        : agreedRoundTripNs == 0 ? " (the cores' round trip not measured: near)"
+                                 : " (the cores' round trip " + std::to_string(agreedRoundTripNs) + " ns: " +
+                                       (agreedRoundTripNs >= SharedMemoryNode::kFarRoundTripNs ? "far" : "near") +
+                                       ")";
     const std::string singleCopy =
-        readable == 1 ? "allgather blocks " + sizes(windows.allgather) + ", all-to-all blocks " +
+        readable ? "allgather blocks " + sizes(windows.allgather) + ", all-to-all blocks " +
                             sizes(windows.alltoall) + ", broadcasts " + sizes(windows.broadcast) +
-                            ", allreduces " + sizes(windows.allreduce)
+                            ", allreduces " + sizes(windows.allreduce) + cores
         : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
                                                              : "off (measured slower for this node's ranks)")
                       : "off (a rank may not read another's memory: ptrace permission)";

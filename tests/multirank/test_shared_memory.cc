@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "providers/shm/round_ring.h"
+#include "providers/shm/shm_node.h"
 #include "tests/multirank/rank_harness.h"
 
 namespace fairway::testing {
@@ -462,6 +464,39 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
   const std::string text = takeText(log);
   EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1, allreduces from 1"), std::string::npos)
       << text;
+}
+
+// Where the single-copy windows depend on how far apart the two ranks'
+// cores are (CPUs other than Intel's), both ranks measure a line's round
+// trip at creation, and the windows in the log are those of the trip
+// measured; where they do not, nothing is measured.
+TEST_F(SharedMemory, TwoRanksChooseTheirWindowsByTheirCoresRoundTrip) {
+  const std::string log = "/tmp/fairway-shm-round-trip-" + std::to_string(getpid()) + ".log";
+  setenv("FAIRWAY_DEBUG", "INFO", 1);
+  setenv("FAIRWAY_DEBUG_SUBSYS", "INIT", 1);
+  auto outcomes = runRanks(2, [&](const RankContext& ctx) {
+    if (ctx.rank == 0) logTo(log);
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    int failures = allreduceOnes(ctx, comm, 1000);
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  unsetenv("FAIRWAY_DEBUG");
+  unsetenv("FAIRWAY_DEBUG_SUBSYS");
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+  const std::string text = takeText(log);
+  const size_t at = text.find("the cores' round trip ");
+  if (cpuIsIntel()) {
+    EXPECT_EQ(at, std::string::npos) << text;
+    return;
+  }
+  ASSERT_NE(at, std::string::npos) << text;
+  const long ns = std::atol(text.c_str() + at + std::strlen("the cores' round trip "));
+  EXPECT_GT(ns, 0) << "not measured: " << text;
+  const bool far = ns >= static_cast<long>(SharedMemoryNode::kFarRoundTripNs);
+  EXPECT_NE(text.find(far ? "ns: far" : "ns: near"), std::string::npos) << text;
+  EXPECT_NE(text.find(far ? "broadcasts of 16K-16M" : "broadcasts of 2M-8M"), std::string::npos) << text;
 }
 
 // Draws below a bound from a seed: the same sequence on every rank, so

@@ -4,9 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cstdio>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "providers/shm/shm_node.h"
+#include "providers/shm/shm_round_trip.h"
 #include "providers/shm/shm_segment.h"
 
 namespace fairway {
@@ -92,59 +97,75 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
 }
 
 // Single copies by default only where they were measured faster, on
-// Intel CPUs and on others (shm_windows.cc); both ends included. Both
-// kinds of CPU are checked on whichever machine runs the test.
+// Intel CPUs and on others, their cores near or far apart
+// (shm_windows.cc); both ends included. Every kind is checked on
+// whichever machine runs the test.
 TEST(ShmSegment, DefaultSingleCopyWindow) {
   constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
-  for (const bool intel : {true, false}) {
-    SCOPED_TRACE(intel ? "Intel CPUs" : "other CPUs");
-    using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool, bool);
-    // 2 ranks with a CPU each: on Intel CPUs allgather blocks of 8 KiB and
-    // all-to-all blocks of 16 KiB to 16 MiB; on others 256 KiB to 4 MiB
-    // and 512 KiB to 2 MiB (the segment's rounds win more there).
+  using Cores = SharedMemoryNode::Cores;
+  for (const Cores cores : {Cores{true, false}, Cores{true, true}, Cores{false, false}, Cores{false, true}}) {
+    SCOPED_TRACE(std::string(cores.intel ? "Intel CPUs" : "other CPUs") + (cores.far ? ", far cores" : ", near cores"));
+    // Other CPUs' near cores: the segment's rounds win more sizes there;
+    // their far cores: the kernel's copy wins less at large sizes.
+    const bool narrow = !cores.intel && !cores.far;
+    const bool otherFar = !cores.intel && cores.far;
+    using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool, Cores);
+    // 2 ranks with a CPU each: on Intel CPUs allgather blocks of 8 KiB
+    // and all-to-all blocks of 16 KiB to 16 MiB; on others between near
+    // cores 256 KiB to 4 MiB and 512 KiB to 2 MiB, between far ones both
+    // 16 KiB to 4 MiB.
     struct TwoRankWindow {
       DefaultWindow window;
       size_t from, to;
     };
     const TwoRankWindow twoRankWindows[] = {
-        {SharedMemoryNode::defaultAllgatherSingleCopy, intel ? 8 * kKiB : 256 * kKiB, intel ? 16 * kMiB : 4 * kMiB},
-        {SharedMemoryNode::defaultAlltoallSingleCopy, intel ? 16 * kKiB : 512 * kKiB, intel ? 16 * kMiB : 2 * kMiB}};
+        {SharedMemoryNode::defaultAllgatherSingleCopy, narrow ? 256 * kKiB : otherFar ? 16 * kKiB : 8 * kKiB,
+         cores.intel ? 16 * kMiB : 4 * kMiB},
+        {SharedMemoryNode::defaultAlltoallSingleCopy, narrow ? 512 * kKiB : 16 * kKiB,
+         cores.intel ? 16 * kMiB : narrow ? 2 * kMiB : 4 * kMiB}};
     for (const TwoRankWindow& w : twoRankWindows) {
-      const auto two = w.window(2, false, intel);
+      const auto two = w.window(2, false, cores);
       EXPECT_FALSE(two.holds(w.from - 1));
       EXPECT_TRUE(two.holds(w.from));
       EXPECT_TRUE(two.holds(w.to));
       EXPECT_FALSE(two.holds(w.to + 1));
       for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, false}}) {
-        EXPECT_FALSE(w.window(ranks, oversubscribed, intel).holds(1 * kMiB)) << ranks << " ranks";
+        EXPECT_FALSE(w.window(ranks, oversubscribed, cores).holds(1 * kMiB)) << ranks << " ranks";
       }
     }
     for (int ranks : {3, 4, 8}) {
-      EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true, intel).holds(1 * kMiB));
+      EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true, cores).holds(1 * kMiB));
     }
     // More ranks than CPUs: all-to-all from 32 KiB blocks at 8 ranks and
-    // more, below that from 64 KiB on Intel CPUs and 256 KiB on others.
-    const size_t fewRanksFrom = intel ? 64 * kKiB : 256 * kKiB;
+    // more, below that from 64 KiB on Intel CPUs and 256 KiB on others,
+    // near or far (no two ranks' cores are measured there).
+    const size_t fewRanksFrom = cores.intel ? 64 * kKiB : 256 * kKiB;
     for (auto [ranks, from] : {std::pair{3, fewRanksFrom}, std::pair{4, fewRanksFrom}, std::pair{7, fewRanksFrom},
                                std::pair{8, 32 * kKiB}, std::pair{16, 32 * kKiB}}) {
-      const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true, intel);
+      const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true, cores);
       EXPECT_FALSE(alltoall.holds(from - 1)) << ranks << " ranks";
       EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
       EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
     }
     // Broadcasts: 32 KiB (below, the segment's rounds run ahead) to 32 MiB
-    // on Intel CPUs, 2 to 8 MiB on others (the kernel's copy is slower
-    // there, and the rounds faster below).
-    const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false, intel);
-    const size_t broadcastFrom = intel ? 32 * kKiB : 2 * kMiB;
-    const size_t broadcastUpTo = intel ? 32 * kMiB : 8 * kMiB;
+    // on Intel CPUs; on others 2 to 8 MiB between near cores, 16 KiB to 16
+    // MiB between far ones.
+    const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false, cores);
+    const size_t broadcastFrom = narrow ? 2 * kMiB : otherFar ? 16 * kKiB : 32 * kKiB;
+    const size_t broadcastUpTo = cores.intel ? 32 * kMiB : narrow ? 8 * kMiB : 16 * kMiB;
     EXPECT_FALSE(broadcast.holds(broadcastFrom - 1));
     EXPECT_TRUE(broadcast.holds(broadcastFrom));
     EXPECT_TRUE(broadcast.holds(broadcastUpTo));
     EXPECT_FALSE(broadcast.holds(broadcastUpTo + 1));
-    EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true, intel).holds(1 * kMiB));
-    EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false, intel).holds(1 * kMiB));
+    EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true, cores).holds(1 * kMiB));
+    EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false, cores).holds(1 * kMiB));
   }
+  // Far from kFarRoundTripNs on, near below it and where not measured (0).
+  const uint32_t far = SharedMemoryNode::kFarRoundTripNs;
+  EXPECT_TRUE(SharedMemoryNode::coresOf(false, far).far);
+  EXPECT_FALSE(SharedMemoryNode::coresOf(false, far - 1).far);
+  EXPECT_FALSE(SharedMemoryNode::coresOf(false, 0).far);
+  EXPECT_TRUE(SharedMemoryNode::coresOf(true, 0).intel);
   // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB, whatever the CPU.
   const auto allreduce = SharedMemoryNode::defaultAllreduceSingleCopy(2, false);
   EXPECT_FALSE(allreduce.holds(2 * kMiB - 1));
@@ -155,6 +176,32 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed).holds(4 * kMiB)) << ranks;
   }
   EXPECT_FALSE(SharedMemoryNode::SizeWindow{}.holds(0));  // the empty window holds nothing
+}
+
+// Two threads handing a line back and forth measure a round trip; one
+// whose partner never comes gives up within its bound, with 0.
+TEST(ShmSegment, RoundTripIsMeasuredAndBounded) {
+  alignas(64) std::atomic<uint32_t> served{0};
+  alignas(64) std::atomic<uint32_t> returned{0};
+  uint32_t returnerNs = 0;
+  // Between two cores a few hundred ns; where the threads share a core,
+  // the line passes at each time slice, milliseconds: a bound of 10 s
+  // holds the 256 trips either way.
+  std::thread returner([&] { returnerNs = handLineRoundTripNs(returned, served, false, 10000); });
+  const uint32_t serverNs = handLineRoundTripNs(served, returned, true, 10000);
+  returner.join();
+  EXPECT_GT(serverNs, 0u);
+  EXPECT_GT(returnerNs, 0u);
+  std::printf("round trip between the two threads: %u ns (server), %u ns (returner)\n", serverNs, returnerNs);
+
+  alignas(64) std::atomic<uint32_t> alone{0}, nobody{0};
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(handLineRoundTripNs(alone, nobody, true, 20), 0u);
+  EXPECT_EQ(handLineRoundTripNs(alone, nobody, false, 20), 0u);
+  const auto tookMs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(tookMs, 40);
+  EXPECT_LT(tookMs, 2000);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3630304d48535746ull;  // "FWSHM006": the layout of this version
+constexpr uint64_t kMagic = 0x3730304d48535746ull;  // "FWSHM007": the layout of this version
 constexpr size_t kAlign = 4096;
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;

@@ -60,28 +60,54 @@ class SharedMemoryNode final : public NodePhase {
   // allowing it). The node uses them only where every rank can.
   void publishAddress();
   bool canReadPeers() const;
+  // A cache line's round trip between the cores of the node's two ranks,
+  // in ns: both ranks call it together and hand a line of the segment
+  // back and forth (shm_round_trip.h). 0 where the node has not two
+  // ranks, or the peer did not answer within kRoundTripBoundMs.
+  uint32_t measureRoundTripNs();
+  static constexpr int kRoundTripBoundMs = 20;
   // Sizes, inclusive, whose transfers read the owner's buffer in place;
   // an empty window (the default) never does.
   struct SizeWindow {
     size_t min = 0, max = 0;
     bool holds(size_t bytes) const { return min != 0 && bytes >= min && bytes <= max; }
   };
-  // The defaults below differ by the kind of CPU (intelCpu: cpuIsIntel()
-  // on the machine that runs them), passed in so that a test checks both.
+  // What the defaults below depend on besides the ranks, passed in so
+  // that a test checks every kind: whether the CPUs are Intel's
+  // (cpuIsIntel() where they run), and whether the node's two ranks sit
+  // on cores far apart: a cache line's round trip between them
+  // (measureRoundTripNs) of kFarRoundTripNs or more.
+  struct Cores {
+    bool intel = false;
+    bool far = false;
+  };
+  // At or above this round trip the segment's rounds, which hand lines
+  // between the ranks' cores at every step, lose to the kernel's single
+  // copy at sizes where they win between near cores. On AMD EPYC guests
+  // whose two cores measured 120-180 ns at one time and 490-505 ns at
+  // another (the host had moved them), the rounds ran about 3 times as
+  // slow in the second state and the reads about as fast.
+  static constexpr uint32_t kFarRoundTripNs = 300;
+  // Which Cores a node's measured round trip makes (0: not measured, near).
+  static Cores coresOf(bool intel, uint32_t roundTripNs) {
+    return {intel, roundTripNs >= kFarRoundTripNs};
+  }
   // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather blocks of
-  // 8 KiB to 16 MiB with 2 ranks and a CPU each on Intel CPUs (256 KiB to
-  // 4 MiB on others), nothing otherwise (see the definition).
-  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed, bool intelCpu);
-  // All-to-all blocks: 16 KiB to 16 MiB with 2 ranks and a CPU each (512
-  // KiB to 2 MiB on CPUs other than Intel's), and with more ranks than
-  // CPUs from 64 KiB (256 KiB on others; 32 KiB at 8 ranks or more), with
-  // no upper end (see the definition).
-  static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed, bool intelCpu);
+  // 8 KiB to 16 MiB with 2 ranks and a CPU each on Intel CPUs, on others
+  // 256 KiB to 4 MiB between near cores and 16 KiB to 4 MiB between far
+  // ones; nothing otherwise (see the definition).
+  static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed, Cores cores);
+  // All-to-all blocks: 16 KiB to 16 MiB with 2 ranks and a CPU each on
+  // Intel CPUs, on others 512 KiB to 2 MiB between near cores and 16 KiB
+  // to 4 MiB between far ones; with more ranks than CPUs from 64 KiB (256
+  // KiB on others; 32 KiB at 8 ranks or more), with no upper end (see the
+  // definition).
+  static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB on
-  // Intel CPUs, 2 to 8 MiB on others (see the definition). One window
-  // whether the root's call is in place or not, as the other ranks cannot
-  // tell.
-  static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed, bool intelCpu);
+  // Intel CPUs, on others 2 to 8 MiB between near cores and 16 KiB to 16
+  // MiB between far ones (see the definition). One window whether the
+  // root's call is in place or not, as the other ranks cannot tell.
+  static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB
   // (see the definition).
   static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed);
@@ -89,7 +115,20 @@ class SharedMemoryNode final : public NodePhase {
   // rank's block, broadcast's the buffer's.
   struct SingleCopyWindows {
     SizeWindow allgather, alltoall, broadcast, allreduce;
+    bool any() const { return allgather.min || alltoall.min || broadcast.min || allreduce.min; }
+    bool operator==(const SingleCopyWindows& o) const {
+      const auto same = [](SizeWindow a, SizeWindow b) { return a.min == b.min && a.max == b.max; };
+      return same(allgather, o.allgather) && same(alltoall, o.alltoall) && same(broadcast, o.broadcast) &&
+             same(allreduce, o.allreduce);
+    }
   };
+  // The four defaults above together.
+  static SingleCopyWindows defaultSingleCopyWindows(int ranks, bool oversubscribed, Cores cores) {
+    return {defaultAllgatherSingleCopy(ranks, oversubscribed, cores),
+            defaultAlltoallSingleCopy(ranks, oversubscribed, cores),
+            defaultBroadcastSingleCopy(ranks, oversubscribed, cores),
+            defaultAllreduceSingleCopy(ranks, oversubscribed)};
+  }
   void enableSingleCopy(const SingleCopyWindows& windows) { singleCopy_ = windows; }
   int localRank() const { return localRank_; }
   int ranks() const { return ranks_; }
@@ -179,6 +218,9 @@ class SharedMemoryNode final : public NodePhase {
     std::atomic<uint64_t> userResult[2];  // a single-copy allreduce's output, per parity
     InlineRound inlineRound[2];
     RoundSlot slots[kRoundSlots];
+    // Handed back and forth between two local ranks at creation
+    // (measureRoundTripNs), on a line of its own.
+    alignas(64) std::atomic<uint32_t> probe;
   };
   struct alignas(128) Header {
     uint64_t magic;

@@ -53,11 +53,21 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 // (5.2 against 3.8 ms) and tied in place. An out-of-place call is the
 // common one (torch's all_gather_into_tensor), so the window there is 256
 // KiB to 4 MiB.
+// Between far cores (a line's round trip of about 495 ns there, 120 ns
+// near) the rounds slowed far more than the reads, which won from 16 KiB
+// blocks to 4 MiB both ways, us a call, out of place / in place, medians
+// of 4 interleaved runs: 8 KiB blocks 4.21/4.46 read against 4.29/4.17
+// in rounds, 16 KiB 5.25/4.88 against 7.21/6.76, 64 KiB 13.6/10.3
+// against 25.7/21.9 (near: 9.9/8.0 against 9.8/7.6), 512 KiB 135/107
+// against 224/187 (near: 88/101 against 170/84), 4 MiB 2.94/1.53 ms
+// against 3.18/2.39; at 8 MiB they lost out of place (5.9 against 5.2
+// ms) and won in place (3.4 against 4.0).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ranks, bool oversubscribed,
-                                                                          bool intelCpu) {
+                                                                          Cores cores) {
   if (ranks != 2 || oversubscribed) return {};
-  if (!intelCpu) return {size_t{256} << 10, size_t{4} << 20};
-  return {size_t{8} << 10, size_t{16} << 20};
+  if (cores.intel) return {size_t{8} << 10, size_t{16} << 20};
+  if (cores.far) return {size_t{16} << 10, size_t{4} << 20};
+  return {size_t{256} << 10, size_t{4} << 20};
 }
 
 // 2 ranks with a CPU each: from 16 KiB blocks to 16 MiB. At 8 KiB the
@@ -96,15 +106,25 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
 // in place (207-221 against 99-103), from 256 KiB they won both ways; so
 // the window starts at 256 KiB there. 8 ranks kept 32 KiB (32 KiB blocks
 // 250/294 us against 413/179, 128 KiB 1.49/1.04 ms against 2.45/2.04).
+// Between far cores, 2 ranks (measured with allgather's above): the
+// reads won out of place from 16 KiB blocks to 4 MiB and, but for 16 KiB
+// (6.81 against 7.18 us, a tie), in place too: 8 KiB blocks 3.99/5.81 us
+// read against 4.22/4.52 in rounds, 16 KiB 4.81/6.81 against 12.4/7.2,
+// 64 KiB 12.6/12.6 against 23.8/21.3 (near: 11.4/10.1 against 7.5/5.5),
+// 512 KiB 110/133 against 219/168, 4 MiB 2.97/1.29 ms against 3.33/1.71;
+// at 8 MiB they lost out of place (5.9 against 5.5 ms) and won in place
+// (2.9 against 3.5).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed,
-                                                                         bool intelCpu) {
+                                                                         Cores cores) {
   if (!oversubscribed) {
     if (ranks != 2) return {};
-    return intelCpu ? SizeWindow{size_t{16} << 10, size_t{16} << 20} : SizeWindow{size_t{512} << 10, size_t{2} << 20};
+    if (cores.intel) return {size_t{16} << 10, size_t{16} << 20};
+    if (cores.far) return {size_t{16} << 10, size_t{4} << 20};
+    return {size_t{512} << 10, size_t{2} << 20};
   }
   if (ranks < 3) return {};
   if (ranks >= 8) return {size_t{32} << 10, kNoUpperEnd};
-  return {intelCpu ? size_t{64} << 10 : size_t{256} << 10, kNoUpperEnd};
+  return {cores.intel ? size_t{64} << 10 : size_t{256} << 10, kNoUpperEnd};
 }
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
@@ -136,11 +156,21 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
 // 139/69; at 2 MiB the reads won out of place (296 against 705) and lost
 // in place (204 against 153), at 4 MiB they won both ways (1.40/0.48 ms
 // against 1.55/0.74), so there the window starts at 2 MiB.
+// Between far cores (a line's round trip of 764 ns there, 120 ns near)
+// the rounds slowed far more than the reads, which won from 16 KiB to 16
+// MiB both ways, us a call, out of place / in place, medians of 4
+// interleaved runs (near, the same sizes): 4 KiB 2.46/3.31 read against
+// 2.04/1.74 in rounds (1.90/2.19 against 0.90/0.69), 8 KiB 2.88/3.46
+// against 3.75/2.60, 16 KiB 3.71/3.63 against 6.43/5.46 (3.11/2.52
+// against 3.13/0.95), 64 KiB 8.3/6.1 against 16.7/14.6 (7.4/4.9 against
+// 4.8/2.6), 1 MiB 191/90 against 320/241 (104/89 against 99/49), 16 MiB
+// 6.5/3.7 ms against 7.8/4.7 (6.3/3.3 against 3.0/2.4).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ranks, bool oversubscribed,
-                                                                           bool intelCpu) {
+                                                                           Cores cores) {
   if (ranks != 2 || oversubscribed) return {};
-  if (!intelCpu) return {size_t{2} << 20, size_t{8} << 20};
-  return {size_t{32} << 10, size_t{32} << 20};
+  if (cores.intel) return {size_t{32} << 10, size_t{32} << 20};
+  if (cores.far) return {size_t{16} << 10, size_t{16} << 20};
+  return {size_t{2} << 20, size_t{8} << 20};
 }
 
 // Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
