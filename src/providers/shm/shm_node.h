@@ -63,7 +63,7 @@ class SharedMemoryNode final : public NodePhase {
   // A cache line's round trip between the cores of the node's two ranks,
   // in ns: both ranks call it together and hand a line of the segment
   // back and forth (shm_round_trip.h). 0 where the node has not two
-  // ranks, or the peer did not answer within kRoundTripBoundMs.
+  // ranks, or no batch of trips ran whole within kRoundTripBoundMs.
   uint32_t measureRoundTripNs();
   static constexpr int kRoundTripBoundMs = 20;
   // Sizes, inclusive, whose transfers read the owner's buffer in place;

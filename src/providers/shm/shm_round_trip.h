@@ -10,12 +10,14 @@ namespace fairway {
 
 // One side of the measurement; the other side calls it at about the same
 // time with the two counters swapped and the other `serves`. Both start at
-// 0 and count the trips. The server stores each trip's number in `mine`
-// and waits for the other side to return it in its own; a batch's mean is
-// timed on each side, and the least of the batches' means is the answer,
-// so that a batch the scheduler cut into does not count. 0 when the other
-// side has not answered within boundMs: each side gives up alone, so
-// neither waits longer whatever the other does.
+// 0. The server stores each trip's number in `mine` and waits for the
+// other side to return it in its own; each side times batches of trips,
+// and the least batch mean is its answer. A batch in which a trip found
+// the other side not running (it yields the core then, which the other
+// may be waiting for) does not count; the server goes on until enough
+// batches ran whole or boundMs passed, then stores the end, which stops
+// the other side. 0 when no batch ran whole: each side gives up alone
+// at boundMs, so neither waits longer whatever the other does.
 uint32_t handLineRoundTripNs(std::atomic<uint32_t>& mine, const std::atomic<uint32_t>& theirs, bool serves,
                              int boundMs);
 
