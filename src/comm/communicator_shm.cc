@@ -150,7 +150,9 @@ Status Communicator::attachSharedMemory() {
   };
   const Windows near = windowsFor(SharedMemoryNode::coresOf(intel, 0));
   const Windows far = windowsFor(SharedMemoryNode::coresOf(intel, SharedMemoryNode::kFarRoundTripNs));
-  const bool measures = !(near == far);
+  const bool measures = !(near == far);  // else nothing depends on the round trip
+  // Capped so that 1 + it fits the int32 below (a rank stopped while it
+  // measures could make a batch last any time).
   const uint32_t roundTripNs = measures ? std::min<uint32_t>(shm->measureRoundTripNs(), 1000000) : 0;
   const bool wanted = near.any() || far.any();
   // 0: no single copies; else 1 + the round trip (0: not measured).

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -75,6 +76,23 @@ std::string takeText(const std::string& path) {
   text << in.rdbuf();
   std::remove(path.c_str());
   return text.str();
+}
+
+// Runs body on nranks ranks with rank 0's log of the INIT subsystem at
+// INFO; returns that log, the ranks' outcomes in *outcomes. The settings
+// are made before the fork: rank 0 reads them when it makes the unique id.
+std::string runLoggingInit(int nranks, const std::function<int(const RankContext&)>& body,
+                           std::vector<RankOutcome>* outcomes) {
+  const std::string log = "/tmp/fairway-shm-init-" + std::to_string(getpid()) + ".log";
+  setenv("FAIRWAY_DEBUG", "INFO", 1);
+  setenv("FAIRWAY_DEBUG_SUBSYS", "INIT", 1);
+  *outcomes = runRanks(nranks, [&](const RankContext& ctx) {
+    if (ctx.rank == 0) logTo(log);
+    return body(ctx);
+  });
+  unsetenv("FAIRWAY_DEBUG");
+  unsetenv("FAIRWAY_DEBUG_SUBSYS");
+  return takeText(log);
 }
 
 // Elements of a storage of at least 32 more than needed, starting skew
@@ -413,13 +431,9 @@ TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
 // blocks that do not divide evenly and every root; the log says
 // the node turned them on, so this is not the copy path passing for them.
 TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
-  const std::string log = "/tmp/fairway-shm-single-copy-" + std::to_string(getpid()) + ".log";
-  // Before the fork: rank 0 reads the log settings when it makes the unique id.
-  setenv("FAIRWAY_DEBUG", "INFO", 1);
-  setenv("FAIRWAY_DEBUG_SUBSYS", "INIT", 1);
-  auto outcomes = runRanks(3, [&](const RankContext& ctx) {
+  std::vector<RankOutcome> outcomes;
+  const std::string text = runLoggingInit(3, [&](const RankContext& ctx) {
     setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
-    if (ctx.rank == 0) logTo(log);
     fwComm_t comm;
     if (initOrReport(ctx, &comm)) return 1;
     int failures = 0;
@@ -457,11 +471,8 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
     }
     RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  });
-  unsetenv("FAIRWAY_DEBUG");
-  unsetenv("FAIRWAY_DEBUG_SUBSYS");
+  }, &outcomes);
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
-  const std::string text = takeText(log);
   EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1, allreduces from 1"), std::string::npos)
       << text;
 }
@@ -475,12 +486,9 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
 // a communicator and three splits of it, each must say what it chose and
 // agree with it, and at least one must have measured.
 TEST_F(SharedMemory, TwoRanksChooseTheirWindowsByTheirCoresRoundTrip) {
-  const std::string log = "/tmp/fairway-shm-round-trip-" + std::to_string(getpid()) + ".log";
   constexpr int kCommunicators = 4;
-  setenv("FAIRWAY_DEBUG", "INFO", 1);
-  setenv("FAIRWAY_DEBUG_SUBSYS", "INIT", 1);
-  auto outcomes = runRanks(2, [&](const RankContext& ctx) {
-    if (ctx.rank == 0) logTo(log);
+  std::vector<RankOutcome> outcomes;
+  const std::string text = runLoggingInit(2, [&](const RankContext& ctx) {
     // The communicator and three splits of it, each with a segment of its own.
     fwComm_t parent;
     if (initOrReport(ctx, &parent)) return 1;
@@ -494,11 +502,8 @@ TEST_F(SharedMemory, TwoRanksChooseTheirWindowsByTheirCoresRoundTrip) {
     }
     RANK_CHECK(ctx, fwCommDestroy(parent) == fwSuccess, "destroy");
     return failures;
-  });
-  unsetenv("FAIRWAY_DEBUG");
-  unsetenv("FAIRWAY_DEBUG_SUBSYS");
+  }, &outcomes);
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
-  const std::string text = takeText(log);
   std::vector<std::string> choices;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {

@@ -71,6 +71,7 @@ class SharedMemoryNode final : public NodePhase {
   struct SizeWindow {
     size_t min = 0, max = 0;
     bool holds(size_t bytes) const { return min != 0 && bytes >= min && bytes <= max; }
+    bool operator==(const SizeWindow& o) const { return min == o.min && max == o.max; }
   };
   // What the defaults below depend on besides the ranks, passed in so
   // that a test checks every kind: whether the CPUs are Intel's
@@ -117,9 +118,8 @@ class SharedMemoryNode final : public NodePhase {
     SizeWindow allgather, alltoall, broadcast, allreduce;
     bool any() const { return allgather.min || alltoall.min || broadcast.min || allreduce.min; }
     bool operator==(const SingleCopyWindows& o) const {
-      const auto same = [](SizeWindow a, SizeWindow b) { return a.min == b.min && a.max == b.max; };
-      return same(allgather, o.allgather) && same(alltoall, o.alltoall) && same(broadcast, o.broadcast) &&
-             same(allreduce, o.allreduce);
+      return allgather == o.allgather && alltoall == o.alltoall && broadcast == o.broadcast &&
+             allreduce == o.allreduce;
     }
   };
   // The four defaults above together.
