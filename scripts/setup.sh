@@ -14,6 +14,7 @@ step_done() {  # step_done WHAT: the time since the last step ended
 
 packages=(
   build-essential cmake pkg-config          # toolchain
+  ccache                                    # serves build-gpu/ what build/ compiled (CMakeLists.txt)
   libucx-dev ucx-utils                      # UCX transport
   libhwloc-dev hwloc                        # topology
   libgtest-dev googletest                   # tests
@@ -98,7 +99,8 @@ if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
     rm -f "$key_file"
     # One compile of the extension takes up to 1.6 GB (torch's headers); ninja
     # would start nproc + 2 of them. As many as the available memory holds at
-    # 2 GiB each, at most one per core, unless MAX_JOBS says otherwise.
+    # 2 GiB each, at most one per core, unless MAX_JOBS says otherwise (the
+    # extension's files are compiled in that many groups: python/setup.py).
     available_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
     jobs=$(( available_kib / (2 * 1024 * 1024) ))
     [ "$jobs" -gt "$(nproc)" ] && jobs=$(nproc)
