@@ -8,7 +8,8 @@
 #                                          drive the messenger and the executor from several threads
 #   scripts/sanitize.sh fuzz [SECONDS] [RUNS]
 #                                          each libFuzzer target for SECONDS (default 20), or RUNS
-#                                          executions, from its seed corpus (tests/fuzz/corpus)
+#                                          executions, from its seed corpus (tests/fuzz/corpus),
+#                                          as many at once as there are cores
 # Any report fails the run: sanitizers stop at the first one, and the
 # suppression files in tests/sanitizers name each third-party exception.
 # Run scripts/setup.sh first (packages); the CUDA plugins are left out.
@@ -65,24 +66,40 @@ case "$mode" in
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     limit=(-max_total_time="$seconds")
     [ -n "$runs" ] && limit=(-runs="$runs")
-    passed=0
-    for t in "${targets[@]}"; do
-      corpus=build-fuzz/corpus/$t  # grows here; the seeds in the repository stay as they are
+    fuzz_one() {  # fuzz_one TARGET: runs it from its corpus; its output in build-fuzz/TARGET.log
+      local t=$1 corpus=build-fuzz/corpus/$1  # the corpus grows here; the seeds in the repository stay
       mkdir -p "$corpus" build-fuzz/findings
-      seeds=(tests/fuzz/corpus/"$t")
+      local seeds=(tests/fuzz/corpus/"$t")
       [ "$t" = fuzz_topology ] && seeds+=(tests/data)
-      log=build-fuzz/$t.log
-      if ! build-fuzz/bin/"$t" "${limit[@]}" -print_final_stats=1 -artifact_prefix=build-fuzz/findings/"$t"- \
-           "$corpus" "${seeds[@]}" > "$log" 2>&1; then
-        tail -n 60 "$log"
-        echo "fuzz: $t found a failure (input in build-fuzz/findings/)"
-        echo "fuzz: $passed passed, 1 failed"
-        exit 1
-      fi
-      execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-      rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-      echo "fuzz: $t: $execs executions ($rate/s), corpus $(ls "$corpus" | wc -l) inputs, no finding"
-      passed=$((passed + 1))
+      build-fuzz/bin/"$t" "${limit[@]}" -print_final_stats=1 -artifact_prefix=build-fuzz/findings/"$t"- \
+        "$corpus" "${seeds[@]}" > build-fuzz/"$t".log 2>&1
+    }
+    # One target per core at a time: each is one process, so one after the
+    # other left a core idle for the whole run.
+    passed=0
+    jobs=$(nproc)
+    for ((first = 0; first < ${#targets[@]}; first += jobs)); do
+      batch=("${targets[@]:first:jobs}")
+      pids=()
+      for t in "${batch[@]}"; do
+        fuzz_one "$t" &
+        pids+=($!)
+      done
+      for i in "${!batch[@]}"; do
+        t=${batch[$i]}
+        log=build-fuzz/$t.log
+        if ! wait "${pids[$i]}"; then
+          wait  # the rest of the batch ends within its time limit
+          tail -n 60 "$log"
+          echo "fuzz: $t found a failure (input in build-fuzz/findings/)"
+          echo "fuzz: $passed passed, 1 failed"
+          exit 1
+        fi
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+        echo "fuzz: $t: $execs executions ($rate/s), corpus $(ls build-fuzz/corpus/"$t" | wc -l) inputs, no finding"
+        passed=$((passed + 1))
+      done
     done
     echo "fuzz: $passed passed, 0 failed"
     ;;
