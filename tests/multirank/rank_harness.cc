@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -180,6 +181,17 @@ bool readUniqueId(int fd, fwUniqueId* id) {
 
 std::vector<int> forkedPids;  // what forkedRankPids() returns
 
+// Whether every rank still running (pid > 0) is one the body stops for good.
+bool onlyStoppedRanksLeft(const std::vector<pid_t>& pids, const std::vector<int>& stopForGood) {
+  if (stopForGood.empty()) return false;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    if (pids[r] > 0 && std::find(stopForGood.begin(), stopForGood.end(), static_cast<int>(r)) == stopForGood.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const RankContext&)>& body,
@@ -220,6 +232,16 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(const Rank
       int status = 0;
       if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
         outcomes[r].exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[r] = -1;
+        --running;
+      }
+    }
+    if (running > 0 && onlyStoppedRanksLeft(pids, options.stopForGood)) {
+      for (int r : options.stopForGood) {
+        if (r < 0 || r >= nranks || pids[r] <= 0) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        outcomes[r].exitCode = 128 + SIGKILL;
         pids[r] = -1;
         --running;
       }

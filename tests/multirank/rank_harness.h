@@ -32,6 +32,10 @@ struct RankOptions {
   // process) for ctx.id; tests that form communicators from a launcher's
   // variables need none.
   bool uniqueId = true;
+  // Ranks the body stops for good (SIGSTOP, a peer that hangs): once every
+  // other rank has ended they are killed at once, their outcome 128+SIGKILL,
+  // instead of being waited for until the stall limit.
+  std::vector<int> stopForGood;
 };
 
 // Forks nranks processes that each run body; returns one outcome per rank.

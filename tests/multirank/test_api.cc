@@ -319,7 +319,7 @@ void initFromEnvironment(const char* rankVar, const char* sizeVar, bool torchSty
     RANK_CHECK(ctx, fwAllReduce(&one, &sum, 1, fwInt32, fwSum, comm, nullptr) == fwSuccess && sum == 3, "allreduce");
     RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
     return failures;
-  }, RankOptions{0, /*uniqueId=*/false}));
+  }, RankOptions{0, /*uniqueId=*/false, {}}));
 }
 
 TEST(InitFromEnv, Fairwayrun) { initFromEnvironment("FAIRWAY_RANK", "FAIRWAY_WORLD_SIZE", false); }

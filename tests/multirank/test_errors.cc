@@ -327,23 +327,29 @@ TEST_F(Faults, RankThatNeverArrivesIsNamed) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// A rank that hangs: alive, its communicator open, calling nothing. The
+// harness kills it once the others have ended (kRankOneHangs); the sleep's
+// bound is far past every budget the others check.
+int hangWithoutCalling() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(10 * kTimeoutMs));
+  return 1;
+}
+const RankOptions kRankOneHangs{0, true, {1}};
+
 TEST_F(Faults, StalledPeerTimesOutWithItsName) {
   auto outcomes = runRanks(2, [](const RankContext& ctx) {
     fwComm_t comm;
     if (initOrReport(ctx, &comm)) return 1;
     std::vector<int32_t> a(64, 1), b(64);
-    if (ctx.rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTimeoutMs));
-      fwCommAbort(comm);
-      return 0;
-    }
+    if (ctx.rank == 1) return hangWithoutCalling();
     auto start = Clock::now();
     fwResult_t r = fwAllReduce(a.data(), b.data(), 64, fwInt32, fwSum, comm, nullptr);
     int failures = expectFailure(ctx, r, {fwTimeout}, "rank 1", start, kTimeoutMs + 1000);
     fwCommAbort(comm);
     return failures;
-  });
-  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+  }, kRankOneHangs);
+  EXPECT_EQ(outcomes[0].exitCode, 0);
+  EXPECT_EQ(outcomes[1].exitCode, 128 + SIGKILL) << "rank 1 was to hang until the harness killed it";
 }
 
 // rank 0 receives from any source; rank 1 never sends, and with three
@@ -352,11 +358,7 @@ int receiveFromNobody(const RankContext& ctx, fwResult_t want, const char* needl
   fwComm_t comm;
   if (initOrReport(ctx, &comm)) return 1;
   if (ctx.rank == 2) raise(SIGKILL);
-  if (ctx.rank == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTimeoutMs));
-    fwCommAbort(comm);
-    return 0;
-  }
+  if (ctx.rank == 1) return hangWithoutCalling();
   int32_t value = 0;
   int source = -1;
   auto start = Clock::now();
@@ -373,14 +375,16 @@ int receiveFromNobody(const RankContext& ctx, fwResult_t want, const char* needl
 TEST_F(Faults, ReceiveFromAnySourceTimesOut) {
   auto outcomes = runRanks(2, [](const RankContext& ctx) {
     return receiveFromNobody(ctx, fwTimeout, "no rank sent a message with tag 4");
-  });
-  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+  }, kRankOneHangs);
+  EXPECT_EQ(outcomes[0].exitCode, 0);
+  EXPECT_EQ(outcomes[1].exitCode, 128 + SIGKILL);
 }
 
 TEST_F(Faults, ReceiveFromAnySourceEndsWhenAPeerDies) {
-  auto outcomes = runRanks(3, [](const RankContext& ctx) { return receiveFromNobody(ctx, fwRemoteError, "rank 2"); });
+  auto outcomes = runRanks(3, [](const RankContext& ctx) { return receiveFromNobody(ctx, fwRemoteError, "rank 2"); },
+                           kRankOneHangs);
   EXPECT_EQ(outcomes[0].exitCode, 0);
-  EXPECT_EQ(outcomes[1].exitCode, 0);
+  EXPECT_EQ(outcomes[1].exitCode, 128 + SIGKILL);
   EXPECT_EQ(outcomes[2].exitCode, 128 + SIGKILL);
 }
 

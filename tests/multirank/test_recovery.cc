@@ -252,7 +252,8 @@ TEST_F(Recovery, RandomKillsInRandomCollectives) {
 }
 
 // A stopped rank is a hang, not a death: the survivors find it by the
-// timeout and leave it out the same way. The harness kills it at its stall limit.
+// timeout and leave it out the same way. The harness kills it once the
+// survivors have ended (RankOptions::stopForGood).
 class StoppedRank : public Recovery, public ::testing::WithParamInterface<int> {};
 
 TEST_P(StoppedRank, IsFoundByTheTimeoutAndLeftOut) {
@@ -271,7 +272,7 @@ TEST_P(StoppedRank, IsFoundByTheTimeoutAndLeftOut) {
       return recover(ctx, comm, 1, 50, stop);
     }
     return 1;
-  }, RankOptions{8, true});
+  }, RankOptions{8, true, {1}});
   for (int r = 0; r < ranks; ++r) {
     if (r != 1) {
       EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
@@ -501,7 +502,7 @@ TEST_F(Recovery, AReplacementJoinsTheSurvivors) {
     }
     reportFailure(ctx, "100 calls succeeded although a rank was killed");
     return failures + 1;
-  }, RankOptions{0, false});
+  }, RankOptions{0, false, {}});
   for (int r = 0; r <= kRanks; ++r) {
     EXPECT_EQ(outcomes[r].exitCode, r == kVictim ? 128 + SIGKILL : 0) << "rank " << r;
   }
@@ -551,7 +552,7 @@ TEST_F(Recovery, MisusedGrowIsRefusedOnEveryRank) {
     }
     if (pair != nullptr) RANK_CHECK(ctx, fwCommDestroy(pair) == fwSuccess, "fwCommDestroy");
     return failures;
-  }, RankOptions{0, false});
+  }, RankOptions{0, false, {}});
   for (int r = 0; r < 3; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
 }
 
