@@ -19,25 +19,31 @@
 # rank count), and prints the table.
 #
 #   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda]
-#                      [-d float|bfloat16] [-i] [-p "PEERS ..."] [-B BEFORE_BIN] [-o OUTDIR]
+#                      [-d float|bfloat16] [-i] [-p "PEERS ..."] [-B BEFORE_BIN] [-N ITERS] [-o OUTDIR]
 #   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host -d float
 #             -p "ompi oneccl gloo" -o compare-results (-c also takes broadcast, from rank 0, and alltoall)
 #   -i: every library in place (Fairway's in-place timings, MPI_IN_PLACE, oneCCL's
 #       one-buffer calls); Gloo and NCCL are compared out of place only
+#   -N ITERS: every library times ITERS calls at every size (a tenth as many
+#       warm-up calls, at least 1) instead of the counts chosen per size below:
+#       for a quick look or a test of the script; windows that short measure
+#       the scheduler as much as the library
 #   FAIRWAY_BIN: the build's bin directory (default build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=3 ranks="2 4" colls="allreduce reducescatter allgather" min=4K max=64M memory=host outdir=compare-results
-before="" peers="ompi oneccl gloo" dtype=float inplace=0
-while getopts "r:n:c:b:e:m:d:ip:B:o:h" flag; do
+before="" peers="ompi oneccl gloo" dtype=float inplace=0 fixed_iters=""
+while getopts "r:n:c:b:e:m:d:ip:B:N:o:h" flag; do
   case $flag in
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
     b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; d) dtype=$OPTARG ;; i) inplace=1 ;;
-    p) peers=$OPTARG ;; B) before=$OPTARG ;; o) outdir=$OPTARG ;; *) sed -n '2,28p' "$0"; exit 2 ;;
+    p) peers=$OPTARG ;; B) before=$OPTARG ;; N) fixed_iters=$OPTARG ;; o) outdir=$OPTARG ;;
+    *) sed -n '2,32p' "$0"; exit 2 ;;
   esac
 done
 case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
 case $dtype in float|bfloat16) ;; *) echo "$0: -d $dtype: expected float or bfloat16" >&2; exit 2 ;; esac
+[[ -z "$fixed_iters" || "$fixed_iters" =~ ^[1-9][0-9]*$ ]] || { echo "$0: -N $fixed_iters: expected a whole number of at least 1" >&2; exit 2; }
 bytes() { numfmt --from=iec "$1"; }
 min=$(bytes "$min") max=$(bytes "$max")
 bin=${FAIRWAY_BIN:-build/bin}  # where the binaries are (another build directory's bin/)
@@ -85,6 +91,7 @@ for p in $left; do
   echo "$([ "${p%%:*}" = ompi ] && echo "Open MPI" || echo Gloo): not run: ${why//_/ }" >> "$notes"
 done
 : > "$work/copy" > "$work/copy-all"
+[ -n "$fixed_iters" ] && echo "every library timed $fixed_iters calls a size (-N $fixed_iters): windows this short measure the scheduler as much as the library" >> "$notes"
 
 # -m cuda: Fairway must have a GPU (its refusal says why); NCCL runs on a
 # rank count only where it has a GPU per rank, else the table says why not.
@@ -155,14 +162,20 @@ for np in $ranks; do
   [ -z "$before" ] && nccl_runs_on "$np" && with_nccl=true
   for rep in $(seq "$repeats"); do
     # The yardstick for shared-memory collectives: one core's memcpy of 64
-    # MiB; and every core's at once, what each gets when all copy.
-    "$bin/copy_bandwidth" 64M >> "$work/copy"
-    for core in $(seq 0 $(( $(nproc) - 1 ))); do taskset -c "$core" "$bin/copy_bandwidth" 64M >> "$work/copy-all" & done
-    wait
+    # MiB; and every core's at once, what each gets when all copy. Only the
+    # host table against the peers has a bound to compare with.
+    if [ "$memory" = host ] && [ -z "$before" ]; then
+      "$bin/copy_bandwidth" 64M >> "$work/copy"
+      for core in $(seq 0 $(( $(nproc) - 1 ))); do taskset -c "$core" "$bin/copy_bandwidth" 64M >> "$work/copy-all" & done
+      wait
+    fi
     for c in $colls; do
       for r in "${ranges[@]}"; do
         read -r lo hi iters warm glooIters <<< "$r"
         iters=$(scaled "$iters" "$np" 8) warm=$(scaled "$warm" "$np" 2)
+        if [ -n "$fixed_iters" ]; then
+          iters=$fixed_iters warm=$(( fixed_iters / 10 > 0 ? fixed_iters / 10 : 1 )) glooIters=$fixed_iters
+        fi
         (( lo < min )) && lo=$min
         (( hi > max )) && hi=$max
         (( lo > hi )) && continue

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/compare.sh end to end on a tiny sweep: all four libraries ran
+# scripts/compare.sh end to end on a tiny sweep (-N 50: few calls a size): all four libraries ran
 # (every row has a busbw for Fairway, Open MPI, oneCCL and Gloo and the ratios),
 # and the plot was drawn where gnuplot is installed; then -m cuda.
 set -uo pipefail
@@ -16,7 +16,7 @@ FAIRWAY_RANK=0 FAIRWAY_WORLD_SIZE=1 PEER_STORE_DIR=$peer_store "$FAIRWAY_BIN/glo
 [ $? -eq 2 ] || { echo "FAIL: gloo_perf -b 1Q was not refused with exit status 2"; exit 1; }
 echo "ok: peer sizes parsed strictly"
 
-"$compare" -r 1 -n 2 -c "allreduce allgather" -b 4K -e 16K -o "$out" || { echo "FAIL: compare.sh failed"; exit 1; }
+"$compare" -N 50 -r 1 -n 2 -c "allreduce allgather" -b 4K -e 16K -o "$out" || { echo "FAIL: compare.sh failed"; exit 1; }
 # Fairway out of place and in place, Open MPI, oneCCL (installed from
 # PyPI by the script), Gloo, a ratio to each peer and to the best of Open
 # MPI and oneCCL, the memory bound (its fraction only from 4 MiB).
@@ -28,11 +28,14 @@ grep -q 'oneCCL 2022.1.2 over Intel MPI' "$out/compare.md" || { echo "FAIL: the 
 if command -v gnuplot >/dev/null; then
   [ -s "$out/compare.png" ] || { echo "FAIL: no plot"; exit 1; }
 fi
-echo "ok: $rows host rows"
+grep -q 'every library timed 50 calls a size (-N 50)' "$out/compare.md" || { echo "FAIL: the table does not say -N 50"; exit 1; }
+"$compare" -N 0 -c allreduce -o "$out/n0" 2> /dev/null
+[ $? -eq 2 ] || { echo "FAIL: -N 0 was not refused with exit status 2"; exit 1; }
+echo "ok: $rows host rows, -N 50 named, -N 0 refused"
 
 # The bound's fraction from 4 MiB: 2-rank allreduce, whose bound is the
 # copy rate itself (each rank reads and writes the buffer once).
-"$compare" -r 1 -n 2 -c allreduce -b 4M -e 4M -p "" -o "$out/bound" > /dev/null || { echo "FAIL: compare.sh -p '' failed"; exit 1; }
+"$compare" -N 50 -r 1 -n 2 -c allreduce -b 4M -e 4M -p "" -o "$out/bound" > /dev/null || { echo "FAIL: compare.sh -p '' failed"; exit 1; }
 copy=$(sed -n 's/^- single-core memcpy of 64 MiB: \([0-9.]*\) GB.*/\1/p' "$out/bound/compare.md")
 grep -qE "^\| 4 MiB \| [0-9.]+ \| [0-9.]+ \| $copy \| [0-9.]+ \|$" "$out/bound/compare.md" ||
   { echo "FAIL: no 4 MiB row with the bound ($copy) and a fraction"; cat "$out/bound/compare.md"; exit 1; }
@@ -40,7 +43,7 @@ echo "ok: the bound and Fairway's fraction of it"
 
 # -d bfloat16: Fairway and oneCCL; Open MPI and Gloo have no such type and
 # leave the table, which says so.
-"$compare" -r 1 -n 2 -c allreduce -d bfloat16 -b 4K -e 8K -o "$out/bf16" > /dev/null ||
+"$compare" -N 50 -r 1 -n 2 -c allreduce -d bfloat16 -b 4K -e 8K -o "$out/bf16" > /dev/null ||
   { echo "FAIL: compare.sh -d bfloat16 failed"; exit 1; }
 grep -q '^bfloat16 sum' "$out/bf16/compare.md" &&
   grep -q '| size | Fairway | Fairway in place | oneCCL | Fairway / oneCCL |' "$out/bf16/compare.md" &&
@@ -50,7 +53,7 @@ grep -q '^bfloat16 sum' "$out/bf16/compare.md" &&
 echo "ok: bfloat16 against oneCCL"
 
 # -i: every library in place (Gloo is compared out of place only).
-"$compare" -i -r 1 -n 2 -c "reducescatter allgather alltoall" -b 4K -e 4K -o "$out/inplace" > /dev/null ||
+"$compare" -N 50 -i -r 1 -n 2 -c "reducescatter allgather alltoall" -b 4K -e 4K -o "$out/inplace" > /dev/null ||
   { echo "FAIL: compare.sh -i failed"; exit 1; }
 grep -q 'in-place busbw' "$out/inplace/compare.md" &&
   grep -q '^- Gloo: not run: it is compared out of place only' "$out/inplace/compare.md" &&
@@ -60,7 +63,7 @@ echo "ok: in place against Open MPI and oneCCL"
 
 # -B: this build against another build's binaries (here the same ones),
 # one rank included (algbw): two columns and their ratio, no peers.
-"$compare" -B "$FAIRWAY_BIN" -r 1 -n "1 2" -c allreduce -b 8 -e 16 -o "$out/before" > /dev/null ||
+"$compare" -N 50 -B "$FAIRWAY_BIN" -r 1 -n "1 2" -c allreduce -b 8 -e 16 -o "$out/before" > /dev/null ||
   { echo "FAIL: compare.sh -B failed"; exit 1; }
 rows=$(grep -cE '^\| [0-9]+ B \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$out/before/compare.md")
 [ "$rows" -eq 4 ] || { echo "FAIL: -B: expected 4 rows (2 rank counts x 2 sizes)"; cat "$out/before/compare.md"; exit 1; }
