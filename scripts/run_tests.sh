@@ -28,7 +28,9 @@ report_times() {
 trap report_times EXIT
 
 part setup bash scripts/setup.sh
-part ctest bash -c 'cd build && ctest --output-on-failure "$@"' ctest "$@"
+# A test per core at a time: the sleeping fault tests overlap the sweeps;
+# those that must not share the cores are RUN_SERIAL (tests/CMakeLists.txt).
+part ctest bash -c 'cd build && ctest -j "$(nproc)" --output-on-failure "$@"' ctest "$@"
 if [ "${FAIRWAY_NO_PYTHON:-0}" != 1 ]; then
   part pytest .venv/bin/python -m pytest -q -p no:cacheprovider python/tests
   # torch's own DistributedTest suite, a subset (the whole run:
