@@ -252,8 +252,9 @@ def all_gather_coalesced_matches_gloo(rank, world):
 
 def async_ops_return_before_data_moves(rank, world):
     """Every operation with async_op=True returns while a peer has not yet
-    called it (the last rank starts 1 s late), and its result is right once
-    waited for. Returns {operation: seconds the call took} on rank 0."""
+    called it (the last rank starts 2 s late), and its result is right once
+    waited for, with all of them outstanding at once. Returns {operation:
+    seconds the call took} on rank 0."""
     late = world - 1
     n = 1 << 12
     x = torch.full((n,), float(rank + 1))
@@ -298,21 +299,24 @@ def async_ops_return_before_data_moves(rank, world):
                             lambda out: torch.all(out == float(rank))),
         "barrier": lambda: (None, lambda _: dist.barrier(async_op=True), lambda _: True),
     }
-    seconds = {}
-    for name, make in ops.items():
-        dist.barrier()
-        target, call, check = make()
-        if rank == late:
-            time.sleep(1.0)
+    # Every rank posts them all in this order, the late rank 2 s after the
+    # others: no operation can complete on rank 0 before then.
+    made = {name: make() for name, make in ops.items()}
+    dist.barrier()
+    if rank == late:
+        time.sleep(2.0)
+    seconds, works, completed = {}, {}, {}
+    for name, (target, call, _) in made.items():
         start = time.monotonic()
-        work = call(target)
+        works[name] = call(target)
         seconds[name] = time.monotonic() - start
-        returned_early = not work.is_completed()
-        work.wait()
+        completed[name] = works[name].is_completed()
+    for name, (target, _, check) in made.items():
+        works[name].wait()
         assert check(target), f"{name}: wrong result after wait()"
         if rank == 0:
-            assert returned_early and seconds[name] < 0.5, \
-                f"{name}: the call took {seconds[name]:.2f} s and returned completed={not returned_early}"
+            assert not completed[name] and seconds[name] < 0.5, \
+                f"{name}: the call took {seconds[name]:.2f} s and returned completed={completed[name]}"
     return seconds
 
 
