@@ -11,7 +11,7 @@ peer_store=$out/store
 mkdir -p "$peer_store"
 # Captured first: grep -q on a pipe may close it early and fail the writer.
 one_mib=$(FAIRWAY_RANK=0 FAIRWAY_WORLD_SIZE=1 PEER_STORE_DIR=$peer_store "$FAIRWAY_BIN/gloo_perf" -b 1M -e 1M -n 1 -w 0)
-echo "$one_mib" | grep -qE '^ +1048576 +262144 ' || { echo "FAIL: gloo_perf -b 1M did not run 1 MiB"; exit 1; }
+grep -qE '^ +1048576 +262144 ' <<<"$one_mib" || { echo "FAIL: gloo_perf -b 1M did not run 1 MiB"; exit 1; }
 FAIRWAY_RANK=0 FAIRWAY_WORLD_SIZE=1 PEER_STORE_DIR=$peer_store "$FAIRWAY_BIN/gloo_perf" -b 1Q -e 1M 2> /dev/null
 [ $? -eq 2 ] || { echo "FAIL: gloo_perf -b 1Q was not refused with exit status 2"; exit 1; }
 echo "ok: peer sizes parsed strictly"

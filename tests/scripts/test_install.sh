@@ -13,7 +13,7 @@ test -f "$prefix/include/fairway/fairway.hpp"
 ls "$prefix"/lib*/fairway/libfairway-transport-ucx.so > /dev/null
 libdir=$(dirname "$(ls "$prefix"/lib*/libfairway.so)")
 PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exact-version=0.1.0 fairway
-PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --libs fairway | grep -q -- "-lfairway"
+PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --libs fairway | grep -- "-lfairway" >/dev/null
 cmake -S "$source_dir/docs/example" -B "$prefix/example" -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
 cmake --build "$prefix/example" > /dev/null
 "$prefix/bin/fairwayrun" -np 3 "$prefix/example/allreduce_example"

@@ -11,7 +11,7 @@ trap 'rm -rf "$store"' EXIT
 out=$("$fairwayrun" -np 1 -x PEER_STORE_DIR="$store" "$nccl_perf" -C allreduce -b 4096 -e 65536 -n 5 -w 1 2>&1)
 rc=$?
 echo "$out"
-if [ $rc -eq 2 ] && echo "$out" | grep -q '^nccl_perf: no usable CUDA device: .'; then
+if [ $rc -eq 2 ] && grep -q '^nccl_perf: no usable CUDA device: .' <<<"$out"; then
   echo "ok: no usable GPU here, refused with its reason"
   exit 0
 fi

@@ -7,10 +7,10 @@ fairwayrun=$1 perf=$2
 out=$("$fairwayrun" -np 2 "$perf" -m cuda -b 1K -e 1M -f 32 -n 2 -w 1 2>&1)
 rc=$?
 echo "$out"
-if echo "$out" | grep -q -- '-m cuda: '; then
+if grep -q -- '-m cuda: ' <<<"$out"; then
   [ $rc -ne 0 ] || { echo "FAIL: refused -m cuda but exited 0"; exit 1; }
   echo "ok: no usable GPU here, refused with its reason"
   exit 0
 fi
-[ $rc -eq 0 ] && echo "$out" | grep -q 'Out of bounds values : 0 OK' || { echo "FAIL: device run"; exit 1; }
+[ $rc -eq 0 ] && grep -q 'Out of bounds values : 0 OK' <<<"$out" || { echo "FAIL: device run"; exit 1; }
 echo "ok: device buffers checked"

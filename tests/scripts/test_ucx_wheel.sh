@@ -17,7 +17,7 @@ run() { "$fairwayrun" -np 2 "$perf" -b 1K -e 64K -f 8 -n 2 -w 1 2>&1; }
 expect_refusal() {  # expect_refusal OUTPUT RC LOADED_VERSION BUILT_VERSION
   echo "$1"
   [ "$2" -ne 0 ] || { echo "FAIL: the job ran on a libucp of another version"; exit 1; }
-  echo "$1" | grep -q "the libucp loaded at run time is UCX $3.*built against UCX $4" ||
+  grep -q "the libucp loaded at run time is UCX $3.*built against UCX $4" <<<"$1" ||
     { echo "FAIL: the refusal does not name UCX $3 loaded and UCX $4 built against"; exit 1; }
 }
 
@@ -38,16 +38,16 @@ case "$mode" in
     cmake --build "$dir" --target fairway-transport-ucx -j 2 > "$dir/build.log" 2>&1 || { cat "$dir/build.log"; exit 1; }
     out=$(FAIRWAY_PLUGIN_PATH="$dir/lib" FAIRWAY_DEBUG=INFO FAIRWAY_DEBUG_SUBSYS=TRANSPORT run); rc=$?
     echo "$out" | grep -v "^#" | head -5
-    [ $rc -eq 0 ] && echo "$out" | grep -q 'Out of bounds values : 0 OK' || { echo "$out"; echo "FAIL: job on the wheel's UCX"; exit 1; }
-    echo "$out" | grep -q "ucx: UCX $wheel_version\.[0-9]* from $wheel/lib/libucp.so" ||
+    [ $rc -eq 0 ] && grep -q 'Out of bounds values : 0 OK' <<<"$out" || { echo "$out"; echo "FAIL: job on the wheel's UCX"; exit 1; }
+    grep -q "ucx: UCX $wheel_version\.[0-9]* from $wheel/lib/libucp.so" <<<"$out" ||
       { echo "FAIL: the log does not show the wheel's libucp"; exit 1; }
     # A CUDA-aware UCX takes device buffers its hooks missed for host memory
     # unless its memory-type cache is off: the plugin turns it off...
-    echo "$out" | grep -q "ucx: memory-type cache off (MEMTYPE_CACHE=n" ||
+    grep -q "ucx: memory-type cache off (MEMTYPE_CACHE=n" <<<"$out" ||
       { echo "FAIL: the log does not show UCX's memory-type cache turned off"; exit 1; }
     # ...unless UCX_MEMTYPE_CACHE says otherwise.
     out=$(FAIRWAY_PLUGIN_PATH="$dir/lib" UCX_MEMTYPE_CACHE=y FAIRWAY_DEBUG=INFO FAIRWAY_DEBUG_SUBSYS=TRANSPORT run)
-    echo "$out" | grep -q "memory-type cache as UCX_MEMTYPE_CACHE=y says" ||
+    grep -q "memory-type cache as UCX_MEMTYPE_CACHE=y says" <<<"$out" ||
       { echo "$out"; echo "FAIL: UCX_MEMTYPE_CACHE=y was not left to decide"; exit 1; }
     out=$(FAIRWAY_PLUGIN_PATH="$dir/lib" LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu run); rc=$?
     expect_refusal "$out" $rc "$system_version" "$wheel_version"
