@@ -44,6 +44,16 @@ Status SharedMemoryNode::writePeer(int peer, uint64_t remote, const void* local,
   return peerTransfer(peer, const_cast<void*>(local), remote, bytes, true);
 }
 
+Status SharedMemoryNode::readPeerStreamed(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const {
+  char* mine = static_cast<char*>(local);
+  for (size_t at = 0; at < bytes; at += kStreamedPieceBytes) {
+    const size_t piece = std::min(kStreamedPieceBytes, bytes - at);
+    FW_RETURN_IF_ERROR(readPeer(peer, bounce, remote + at, piece));
+    resultCopy(mine + at, bounce, piece, true);
+  }
+  return Status::ok();
+}
+
 // The kernel may move fewer bytes than asked (a page boundary it could
 // not pin at once): the rest goes in further calls.
 Status SharedMemoryNode::peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const {
@@ -93,7 +103,8 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 }
 
 // Every rank publishes its send buffer and reads its own block of each
-// peer's from there. In place (send == recv) this rank's block for q lies
+// peer's from there (out of place into a buffer that streams, through a
+// bounce buffer: readPeerStreamed). In place (send == recv) this rank's block for q lies
 // where q's block for it must land:
 // - with a peer in place too, the two swap those blocks, each doing one
 //   half (the lower rank the first) through a bounce buffer that stays in
@@ -110,13 +121,20 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
   if (send != recv) {
+    // Out of place into a buffer past the caches, every block streams.
+    const bool streaming = streams(bytes * static_cast<size_t>(ranks_));
+    char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
     return singleCopyRound(
         node, kAlltoallInPlace, blockCount, send, false,
         [&] {
-          resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, false);
+          resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, streaming);
           return Status::ok();
         },
-        [&](int q, uint64_t theirs) { return readPeer(q, out + q * bytes, theirs + localRank_ * bytes, bytes); });
+        [&](int q, uint64_t theirs) {
+          const uint64_t theirBlock = theirs + localRank_ * bytes;
+          return streaming ? readPeerStreamed(q, out + q * bytes, theirBlock, bytes, bounce)
+                           : readPeer(q, out + q * bytes, theirBlock, bytes);
+        });
   }
   const size_t half = blockCount / 2 * es;
   const size_t bounceBytes = std::min(kSwapPieceBytes, std::max(half, bytes - half));
