@@ -183,8 +183,9 @@ Status Communicator::attachSharedMemory() {
                                                              : "off (measured slower for this node's ranks)")
                       : "off (a rank may not read another's memory: ptrace permission)";
     FW_LOG(Info, Init, "node %s: shared-memory segment of %zu bytes for %d ranks (chunks of %zu bytes), "
-           "unlinked once mapped; single-copy reads: %s", layout_.nodeName(node).c_str(), bytes, local, chunkBytes,
-           singleCopy.c_str());
+           "unlinked once mapped; single-copy reads: %s; results stream past the caches from %s of the node's "
+           "outputs (its last-level cache)", layout_.nodeName(node).c_str(), bytes, local, chunkBytes,
+           singleCopy.c_str(), byteText(shm->streamingNodeBytes()).c_str());
   }
   shm_ = std::move(shm);
   selector_.setSharedMemory(true);

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <chrono>
 #include <string>
@@ -94,6 +96,64 @@ TEST(ShmSegment, DefaultChunkGrowsWhenRanksOutnumberTheCpus) {
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(12, true), (16 * kMiB / 12) & ~size_t{63});
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(64, true), 256 * kKiB);
   EXPECT_EQ(SharedMemoryNode::defaultChunkBytes(1000, true), 256 * kKiB);
+}
+
+// A CPU's caches as sysfs describes them, under a directory of the test's.
+class FakeCpuCaches {
+ public:
+  FakeCpuCaches() {
+    char pattern[] = "/tmp/fairway-cpu-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+  }
+  ~FakeCpuCaches() { std::filesystem::remove_all(dir_); }
+  void add(int index, const char* level, const char* type, const char* size) {
+    const std::string at = dir_ + "/cache/index" + std::to_string(index);
+    std::filesystem::create_directories(at);
+    write(at + "/level", level);
+    write(at + "/type", type);
+    write(at + "/size", size);
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  static void write(const std::string& path, const char* text) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fprintf(f, "%s\n", text);
+    std::fclose(f);
+  }
+  std::string dir_;
+};
+
+// Results stream once the node's outputs outgrow the last-level cache:
+// the highest level that holds data, whatever the order of the entries;
+// where sysfs says nothing, or nothing readable of that level, the
+// fixed fallback rather than a lower level's size.
+TEST(ShmSegment, StreamingStartsAtTheLastLevelCache) {
+  constexpr size_t kKiB = 1024, kMiB = 1024 * kKiB;
+  {
+    FakeCpuCaches cpu;
+    cpu.add(0, "1", "Data", "32K");
+    cpu.add(1, "1", "Instruction", "64K");
+    cpu.add(2, "3", "Unified", "8192K");
+    cpu.add(3, "2", "Unified", "512K");
+    EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(cpu.dir()), 8 * kMiB);
+  }
+  {
+    FakeCpuCaches cpu;
+    cpu.add(0, "1", "Data", "48K");
+    cpu.add(1, "2", "Unified", "2M");
+    EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(cpu.dir()), 2 * kMiB);
+  }
+  {
+    FakeCpuCaches cpu;
+    cpu.add(0, "2", "Unified", "512K");
+    cpu.add(1, "3", "Unified", "lots");
+    EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(cpu.dir()), SharedMemoryNode::kStreamingNodeBytes);
+  }
+  FakeCpuCaches none;
+  EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(none.dir()), SharedMemoryNode::kStreamingNodeBytes);
+  EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(none.dir() + "/absent"), SharedMemoryNode::kStreamingNodeBytes);
+  EXPECT_GT(SharedMemoryNode::defaultStreamingNodeBytes(), 0u);  // this machine's, whatever it is
 }
 
 // Single copies by default only where they were measured faster, on

@@ -122,6 +122,14 @@ class SharedMemoryNode final : public NodePhase {
              allreduce == o.allreduce;
     }
   };
+  // Where the node's outputs together start to stream past the cache
+  // (streams()): the last-level cache of this process's CPU, as sysfs
+  // under cpuDir (/sys/devices/system/cpu/cpuN) describes it, or
+  // kStreamingNodeBytes where it says nothing (see the definition).
+  static size_t defaultStreamingNodeBytes(const std::string& cpuDir);
+  static size_t defaultStreamingNodeBytes();  // this process's CPU's
+  static constexpr size_t kStreamingNodeBytes = size_t{32} << 20;
+  size_t streamingNodeBytes() const { return streamingNodeBytes_; }
   // The four defaults above together.
   static SingleCopyWindows defaultSingleCopyWindows(int ranks, bool oversubscribed, Cores cores) {
     return {defaultAllgatherSingleCopy(ranks, oversubscribed, cores),
@@ -343,16 +351,12 @@ class SharedMemoryNode final : public NodePhase {
   // 19,170, 64 MiB 87,930 to 70,870.
   static constexpr size_t kStreamedPieceBytes = size_t{256} << 10;
   // Whether results bound for a buffer of outputBytes bypass the cache:
-  // once the node's ranks' outputs together outgrow it, the stores would
-  // only evict the segment and read lines that are about to be replaced.
+  // once the node's ranks' outputs together outgrow the last-level cache,
+  // the stores would only evict the segment and read lines that are about
+  // to be replaced.
   bool streams(size_t outputBytes) const {
-    return outputBytes * static_cast<size_t>(ranks_) >= kStreamingNodeBytes;
+    return outputBytes * static_cast<size_t>(ranks_) >= streamingNodeBytes_;
   }
-  // One last-level cache of the reference machine (an AMD EPYC core
-  // complex): measured, streaming stores win from there on (2-rank
-  // allreduce out of place 64 MiB 6.3 to 8.2 GB/s, 8-rank allgather 4 MiB
-  // 2.2 to 3.2) and lose below (2-rank allreduce 1 MiB 10.1 to 8.8).
-  static constexpr size_t kStreamingNodeBytes = size_t{32} << 20;
   // All-to-all blocks from this size go as messages where ranks outnumber
   // the CPUs (see alltoall's definition).
   static constexpr size_t kAlltoallMessagesFromBytes = size_t{256} << 10;
@@ -381,6 +385,7 @@ class SharedMemoryNode final : public NodePhase {
   Messenger& messenger_;
   int64_t timeoutMs_;
   bool yieldWhenIdle_;
+  size_t streamingNodeBytes_;
   uint32_t round_ = 0;  // the next round, the same on every local rank
   RoundRing inputRing_;
   SingleCopyWindows singleCopy_;

@@ -5,9 +5,72 @@
 #include "core/config.h"
 #include "providers/shm/shm_node.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 namespace fairway {
+
+namespace {
+
+// The first word of a sysfs file, or "" where there is none.
+std::string firstWordOf(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  in >> word;
+  return word;
+}
+
+// sysfs's cache size ("8192K"), in bytes; 0 where it is not one.
+size_t cacheSizeBytes(const std::string& text) {
+  char* end = nullptr;
+  const unsigned long long number = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str()) return 0;
+  const std::string unit(end);
+  if (unit.empty()) return static_cast<size_t>(number);
+  if (unit == "K") return static_cast<size_t>(number) << 10;
+  if (unit == "M") return static_cast<size_t>(number) << 20;
+  if (unit == "G") return static_cast<size_t>(number) << 30;
+  return 0;
+}
+
+}  // namespace
+
+// Where streaming stores start to win is where the node's outputs no
+// longer fit its last-level cache. On the reference machine (an AMD EPYC
+// guest whose sysfs gives an 8 MiB L3 shared by its 2 cores, while cpuid
+// claims 64 MiB; its cores' round trip about 480 ns), against the 32 MiB
+// this once was, medians of 4 runs in ABBA order, us a call, out of
+// place: 4 ranks allreduce of 2 and 4 MiB 2,480 to 2,040 and 5,110 to
+// 4,170, allgather 1,030 to 840 and 2,550 to 1,850, broadcast of 4 MiB
+// 3,000 to 2,290; 8 ranks allgather of 1 and 2 MiB 795 to 540 and 2,110
+// to 1,270, allreduce of 2 MiB 5,130 to 4,330, broadcast 2,120 to 1,530;
+// reduce-scatter (whose output is a rank's share) unchanged. From half
+// the cache (4 MiB) they lost: 4-rank allgather and broadcast of 1 MiB
+// 325 to 385 and 410 to 445.
+size_t SharedMemoryNode::defaultStreamingNodeBytes(const std::string& cpuDir) {
+  int bestLevel = 0;
+  size_t bytes = 0;
+  for (int index = 0;; ++index) {
+    const std::string dir = cpuDir + "/cache/index" + std::to_string(index);
+    const std::string level = firstWordOf(dir + "/level");
+    if (level.empty()) break;
+    if (firstWordOf(dir + "/type") == "Instruction") continue;
+    const int l = std::atoi(level.c_str());
+    if (l > bestLevel) {  // an unreadable size of the last level leaves 0: the fallback, not a lower level's
+      bestLevel = l;
+      bytes = cacheSizeBytes(firstWordOf(dir + "/size"));
+    }
+  }
+  return bytes > 0 ? bytes : kStreamingNodeBytes;
+}
+
+size_t SharedMemoryNode::defaultStreamingNodeBytes() {
+  const int cpu = sched_getcpu();
+  return defaultStreamingNodeBytes("/sys/devices/system/cpu/cpu" + std::to_string(cpu < 0 ? 0 : cpu));
+}
 
 // With a CPU per rank, rounds of about 2 MiB in all, each rank's chunk
 // 256 KiB (kShmChunkBytesPerCpu) to 1 MiB: a round's copies stay in the
