@@ -184,8 +184,9 @@ Status Communicator::attachSharedMemory() {
                       : "off (a rank may not read another's memory: ptrace permission)";
     FW_LOG(Info, Init, "node %s: shared-memory segment of %zu bytes for %d ranks (chunks of %zu bytes), "
            "unlinked once mapped; single-copy reads: %s; results stream past the caches from %s of the node's "
-           "outputs (its last-level cache)", layout_.nodeName(node).c_str(), bytes, local, chunkBytes,
-           singleCopy.c_str(), byteText(shm->streamingNodeBytes()).c_str());
+           "outputs (%s)", layout_.nodeName(node).c_str(), bytes, local, chunkBytes, singleCopy.c_str(),
+           byteText(shm->streamingNodeBytes()).c_str(),
+           config_.shmStreamBytesSet ? "FAIRWAY_SHM_STREAM_BYTES" : "its last-level cache");
   }
   shm_ = std::move(shm);
   selector_.setSharedMemory(true);

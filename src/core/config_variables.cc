@@ -124,6 +124,23 @@ Handler sharedMemoryChunk() {
   return handler;
 }
 
+// "auto" leaves it to the node (SharedMemoryNode::defaultStreamingNodeBytes).
+Handler sharedMemoryStreaming() {
+  Handler handler = bytes(1, kNoUpperEnd, [](auto& c) -> auto& { return c.shmStreamBytes; });
+  auto parse = std::move(handler.apply);
+  auto show = std::move(handler.show);
+  handler.apply = [parse](const std::string& name, const char* text, Config* c) {
+    c->shmStreamBytesSet = std::string(text) != "auto";
+    if (!c->shmStreamBytesSet) {
+      c->shmStreamBytes = 0;
+      return Status::ok();
+    }
+    return parse(name, text, c);
+  };
+  handler.show = [show](const Config& c) { return c.shmStreamBytesSet ? show(c) : std::string("auto"); };
+  return handler;
+}
+
 // "auto", "0" (never), "MIN" (and larger) or "MIN-MAX", in bytes.
 Handler singleCopyWindow() {
   return {[](const std::string& name, const char* text, Config* c) {
@@ -224,6 +241,11 @@ std::vector<ConfigVariable> makeTable() {
         "from 64K on Intel CPUs (256K on others; 32K from 8 ranks), where that measured faster than two "
         "copies; two copies serve the rest (docs/DESIGN.md, \"Single copies\")",
         singleCopyWindow()),
+    configVariable("FAIRWAY_SHM_STREAM_BYTES", "auto",
+        "the node's outputs together (a collective's output times its ranks on the node), in bytes, from "
+        "which the shared-memory collectives write their results with streaming stores, past the caches; "
+        "`auto`: the last-level cache of the rank's CPU as sysfs describes it (32M where it says nothing)",
+        sharedMemoryStreaming()),
     configVariable("FAIRWAY_INTER_TRANSPORT", "auto",
         "the same between nodes; wins over `FAIRWAY_TRANSPORT`",
         choice({"auto", "ucx", "nccl"}, [](auto& c) -> auto& { return c.interTransport; })),
