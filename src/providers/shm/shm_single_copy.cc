@@ -104,8 +104,8 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 
 // Every rank publishes its send buffer and reads its own block of each
 // peer's from there (out of place into a buffer that streams, through a
-// bounce buffer: readPeerStreamed). In place (send == recv) this rank's block for q lies
-// where q's block for it must land:
+// bounce buffer: readPeerStreamed). In place (send == recv) this rank's
+// block for q lies where q's block for it must land:
 // - with a peer in place too, the two swap those blocks, each doing one
 //   half (the lower rank the first) through a bounce buffer that stays in
 //   the cache: read the peer's piece into it, write this rank's piece
@@ -251,8 +251,9 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
       node, kAllgatherInPlace, blocks.count, published, false,
       [&] {
         if (published == ownInOut) return Status::ok();
-        if (streaming) { resultCopy(ownInOut, own, ownCount * es, true); return Status::ok(); }
-        return node.copy(ownInOut, own, ownCount);
+        if (!streaming) return node.copy(ownInOut, own, ownCount);
+        resultCopy(ownInOut, own, ownCount * es, true);
+        return Status::ok();
       },
       [&](int q, uint64_t theirs) {
         return streaming ? readPeerStreamed(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es, bounce)
