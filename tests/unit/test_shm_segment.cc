@@ -172,7 +172,7 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     using DefaultWindow = SharedMemoryNode::SizeWindow (*)(int, bool, Cores);
     // 2 ranks with a CPU each: on Intel CPUs allgather blocks of 8 KiB
     // and all-to-all blocks of 16 KiB to 16 MiB; on others between near
-    // cores 256 KiB to 4 MiB and 512 KiB to 2 MiB, between far ones both
+    // cores 256 KiB to 2 MiB and 512 KiB to 2 MiB, between far ones both
     // 16 KiB to 4 MiB.
     struct TwoRankWindow {
       DefaultWindow window;
@@ -180,7 +180,7 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     };
     const TwoRankWindow twoRankWindows[] = {
         {SharedMemoryNode::defaultAllgatherSingleCopy, narrow ? 256 * kKiB : otherFar ? 16 * kKiB : 8 * kKiB,
-         cores.intel ? 16 * kMiB : 4 * kMiB},
+         cores.intel ? 16 * kMiB : narrow ? 2 * kMiB : 4 * kMiB},
         {SharedMemoryNode::defaultAlltoallSingleCopy, narrow ? 512 * kKiB : 16 * kKiB,
          cores.intel ? 16 * kMiB : narrow ? 2 * kMiB : 4 * kMiB}};
     for (const TwoRankWindow& w : twoRankWindows) {
@@ -208,11 +208,11 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
       EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
     }
     // Broadcasts: 32 KiB (below, the segment's rounds run ahead) to 32 MiB
-    // on Intel CPUs; on others 2 to 8 MiB between near cores, 16 KiB to 16
+    // on Intel CPUs; on others 2 to 3 MiB between near cores, 16 KiB to 16
     // MiB between far ones.
     const auto broadcast = SharedMemoryNode::defaultBroadcastSingleCopy(2, false, cores);
     const size_t broadcastFrom = narrow ? 2 * kMiB : otherFar ? 16 * kKiB : 32 * kKiB;
-    const size_t broadcastUpTo = cores.intel ? 32 * kMiB : narrow ? 8 * kMiB : 16 * kMiB;
+    const size_t broadcastUpTo = cores.intel ? 32 * kMiB : narrow ? 3 * kMiB : 16 * kMiB;
     EXPECT_FALSE(broadcast.holds(broadcastFrom - 1));
     EXPECT_TRUE(broadcast.holds(broadcastFrom));
     EXPECT_TRUE(broadcast.holds(broadcastUpTo));

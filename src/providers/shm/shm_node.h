@@ -95,7 +95,7 @@ class SharedMemoryNode final : public NodePhase {
   }
   // Where FAIRWAY_SHM_SINGLE_COPY_BYTES does not say: allgather blocks of
   // 8 KiB to 16 MiB with 2 ranks and a CPU each on Intel CPUs, on others
-  // 256 KiB to 4 MiB between near cores and 16 KiB to 4 MiB between far
+  // 256 KiB to 2 MiB between near cores and 16 KiB to 4 MiB between far
   // ones; nothing otherwise (see the definition).
   static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // All-to-all blocks: 16 KiB to 16 MiB with 2 ranks and a CPU each on
@@ -105,7 +105,7 @@ class SharedMemoryNode final : public NodePhase {
   // definition).
   static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Broadcasts likewise: 2 ranks with a CPU each, 32 KiB to 32 MiB on
-  // Intel CPUs, on others 2 to 8 MiB between near cores and 16 KiB to 16
+  // Intel CPUs, on others 2 to 3 MiB between near cores and 16 KiB to 16
   // MiB between far ones (see the definition). One window whether the
   // root's call is in place or not, as the other ranks cannot tell.
   static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed, Cores cores);

@@ -114,8 +114,12 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
 // place (47.3 against 30.2); from 512 KiB to 4 MiB they won both ways
 // (2 MiB 1.17/0.39 ms against 1.42/1.02); at 8 MiB they lost out of place
 // (5.2 against 3.8 ms) and tied in place. An out-of-place call is the
-// common one (torch's all_gather_into_tensor), so the window there is 256
-// KiB to 4 MiB.
+// common one (torch's all_gather_into_tensor), so the window there was 256
+// KiB to 4 MiB. Since the rounds' results stream from the last-level cache
+// (8 MiB here, not 32), they win at 4 MiB blocks between near cores, us a
+// call, medians of 6 runs in ABBA order: 8 MiB allgathers 1,915/1,343
+// read against 1,312/1,124 in rounds, 4 MiB 707/418 against 703/389 (a
+// tie), so the window ends at 2 MiB blocks.
 // Between far cores (a line's round trip of about 495 ns there, 120 ns
 // near) the rounds slowed far more than the reads, which won from 16 KiB
 // blocks to 4 MiB both ways, us a call, out of place / in place, medians
@@ -130,7 +134,7 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
   if (ranks != 2 || oversubscribed) return {};
   if (cores.intel) return {size_t{8} << 10, size_t{16} << 20};
   if (cores.far) return {size_t{16} << 10, size_t{4} << 20};
-  return {size_t{256} << 10, size_t{4} << 20};
+  return {size_t{256} << 10, size_t{2} << 20};
 }
 
 // 2 ranks with a CPU each: from 16 KiB blocks to 16 MiB. At 8 KiB the
@@ -218,7 +222,12 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
 // 2.8/1.5, 512 KiB 50.8/42.2 against 43.2/19.6, 1 MiB 174/131 against
 // 139/69; at 2 MiB the reads won out of place (296 against 705) and lost
 // in place (204 against 153), at 4 MiB they won both ways (1.40/0.48 ms
-// against 1.55/0.74), so there the window starts at 2 MiB.
+// against 1.55/0.74), so there the window starts at 2 MiB. Since the
+// rounds' results stream from the last-level cache (8 MiB here, so from
+// 4 MiB broadcasts on 2 ranks), the rounds win from there, medians of 6
+// runs in ABBA order: 4 MiB 1,161/364 read against 472/297 in rounds, 8
+// MiB 2,814/1,313 against 1,322/1,003; so the window ends below 4 MiB,
+// where the rounds do not stream yet.
 // Between far cores (a line's round trip of 764 ns there, 120 ns near)
 // the rounds slowed far more than the reads, which won from 16 KiB to 16
 // MiB both ways, us a call, out of place / in place, medians of 4
@@ -233,7 +242,7 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ra
   if (ranks != 2 || oversubscribed) return {};
   if (cores.intel) return {size_t{32} << 10, size_t{32} << 20};
   if (cores.far) return {size_t{16} << 10, size_t{16} << 20};
-  return {size_t{2} << 20, size_t{8} << 20};
+  return {size_t{2} << 20, size_t{3} << 20};
 }
 
 // Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
