@@ -57,9 +57,9 @@ class CpuDataSpace : public DataSpace {
   // reference machine (a root's 64 KiB copy of send into recv held 2-rank
   // out-of-place broadcast of 64 KiB to 2.4 GB/s busbw). Larger ones keep
   // memcpy. It streams its stores past the caches only from glibc's own
-  // threshold (between 32 and 64 MiB there), and from there it beat the loop's streaming
-  // stores by 4-11%; between 4 and 32 MiB it ran at 4.6-6.5 GB/s against
-  // the streaming loop's 5.9-20.
+  // threshold (between 32 and 64 MiB there), and from there it beat the
+  // loop's streaming stores by 4-11%; between 4 and 32 MiB it ran at
+  // 4.6-6.5 GB/s against the streaming loop's 5.9-20.
   Status copy(void* dst, const void* src, size_t bytes) override {
     if (dst == src) return Status::ok();
     if (bytes >= kLoopCopyFromBytes && bytes <= kLoopCopyToBytes) {

@@ -186,7 +186,7 @@ Status Communicator::attachSharedMemory() {
            "unlinked once mapped; single-copy reads: %s; results stream past the caches from %s of the node's "
            "outputs (%s)", layout_.nodeName(node).c_str(), bytes, local, chunkBytes, singleCopy.c_str(),
            byteText(shm->streamingNodeBytes()).c_str(),
-           config_.shmStreamBytesSet ? "FAIRWAY_SHM_STREAM_BYTES" : "its last-level cache");
+           config_.shmStreamBytes != 0 ? "FAIRWAY_SHM_STREAM_BYTES" : "its last-level cache");
   }
   shm_ = std::move(shm);
   selector_.setSharedMemory(true);

@@ -48,10 +48,9 @@ struct Config {
   size_t shmSingleCopyMax = 0;         // kNoUpperEnd: MIN given alone
   bool shmSingleCopySet = false;
   // FAIRWAY_SHM_STREAM_BYTES: the node's outputs from which the segment's
-  // results bypass the caches. Unset ("auto"): the node's last-level cache
+  // results bypass the caches; 0 ("auto"): the node's last-level cache
   // (SharedMemoryNode::defaultStreamingNodeBytes).
   size_t shmStreamBytes = 0;
-  bool shmStreamBytesSet = false;
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes
   std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
   std::map<std::string, CompressionRule> compressionRules;  // FAIRWAY_COMPRESS: collective -> rule

@@ -124,20 +124,18 @@ Handler sharedMemoryChunk() {
   return handler;
 }
 
-// "auto" leaves it to the node (SharedMemoryNode::defaultStreamingNodeBytes).
+// "auto" (kept as 0, which no byte count given can be) leaves it to the
+// node (SharedMemoryNode::defaultStreamingNodeBytes).
 Handler sharedMemoryStreaming() {
   Handler handler = bytes(1, kNoUpperEnd, [](auto& c) -> auto& { return c.shmStreamBytes; });
   auto parse = std::move(handler.apply);
   auto show = std::move(handler.show);
   handler.apply = [parse](const std::string& name, const char* text, Config* c) {
-    c->shmStreamBytesSet = std::string(text) != "auto";
-    if (!c->shmStreamBytesSet) {
-      c->shmStreamBytes = 0;
-      return Status::ok();
-    }
-    return parse(name, text, c);
+    if (std::string(text) != "auto") return parse(name, text, c);
+    c->shmStreamBytes = 0;
+    return Status::ok();
   };
-  handler.show = [show](const Config& c) { return c.shmStreamBytesSet ? show(c) : std::string("auto"); };
+  handler.show = [show](const Config& c) { return c.shmStreamBytes != 0 ? show(c) : std::string("auto"); };
   return handler;
 }
 

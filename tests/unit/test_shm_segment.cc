@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <filesystem>
-#include <cstdio>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -103,7 +105,8 @@ class FakeCpuCaches {
  public:
   FakeCpuCaches() {
     char pattern[] = "/tmp/fairway-cpu-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
+    if (::mkdtemp(pattern) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    dir_ = pattern;
   }
   ~FakeCpuCaches() { std::filesystem::remove_all(dir_); }
   void add(int index, const char* level, const char* type, const char* size) {
@@ -118,6 +121,10 @@ class FakeCpuCaches {
  private:
   static void write(const std::string& path, const char* text) {
     std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) {
+      ADD_FAILURE() << path << ": " << std::strerror(errno);
+      return;
+    }
     std::fprintf(f, "%s\n", text);
     std::fclose(f);
   }
@@ -153,7 +160,10 @@ TEST(ShmSegment, StreamingStartsAtTheLastLevelCache) {
   FakeCpuCaches none;
   EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(none.dir()), SharedMemoryNode::kStreamingNodeBytes);
   EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(none.dir() + "/absent"), SharedMemoryNode::kStreamingNodeBytes);
-  EXPECT_GT(SharedMemoryNode::defaultStreamingNodeBytes(), 0u);  // this machine's, whatever it is
+  // This process's CPU's caches, read where sysfs keeps them: the same as
+  // CPU 0's on a machine whose cores share one kind of cache.
+  EXPECT_EQ(SharedMemoryNode::defaultStreamingNodeBytes(),
+            SharedMemoryNode::defaultStreamingNodeBytes("/sys/devices/system/cpu/cpu0"));
 }
 
 // Single copies by default only where they were measured faster, on

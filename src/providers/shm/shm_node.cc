@@ -72,7 +72,7 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       inputBytes_(inputBytesFor(ranks_, chunkBytes)), resultBytes_(resultBytesFor(ranks_, chunkBytes)),
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
       messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle),
-      streamingNodeBytes_(config.shmStreamBytesSet ? config.shmStreamBytes : defaultStreamingNodeBytes()),
+      streamingNodeBytes_(config.shmStreamBytes != 0 ? config.shmStreamBytes : defaultStreamingNodeBytes()),
       inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0),
       landedFrom_(ranks_, 0) {
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);

@@ -340,15 +340,17 @@ class SharedMemoryNode final : public NodePhase {
   Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
   Status writePeer(int peer, uint64_t remote, const void* local, size_t bytes) const;
   Status peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const;
-  // readPeer for a destination that streams (streams()): the kernel's copy
-  // stores through the cache, reading every destination line first, so
-  // the bytes land piece by piece in `bounce` (kStreamedPieceBytes, which
-  // stays in the cache) and go on to local with streaming stores.
-  Status readPeerStreamed(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const;
+  // readPeer, or with a bounce buffer (of kStreamedPieceBytes) for a
+  // destination that streams (streams()): the kernel's copy stores through
+  // the cache, reading every destination line first, so there the bytes
+  // land piece by piece in the bounce buffer, which stays in the cache,
+  // and go on to local with streaming stores.
+  Status readPeerThrough(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const;
   // All-to-all out of place on 2 cores, the rank's own block streamed
   // too, medians of 6 runs in ABBA order, us a call: 4 ranks 16 MiB
   // 10,690 to 8,430, 64 MiB 44,040 to 34,370; 8 ranks 16 MiB 21,270 to
-  // 19,170, 64 MiB 87,930 to 70,870.
+  // 19,170, 64 MiB 87,930 to 70,870. Pieces of 64 KiB ran 6-7% slower in
+  // one interleaved run (a system call a piece).
   static constexpr size_t kStreamedPieceBytes = size_t{256} << 10;
   // Whether results bound for a buffer of outputBytes bypass the cache:
   // once the node's ranks' outputs together outgrow the last-level cache,

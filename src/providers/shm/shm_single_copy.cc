@@ -44,7 +44,8 @@ Status SharedMemoryNode::writePeer(int peer, uint64_t remote, const void* local,
   return peerTransfer(peer, const_cast<void*>(local), remote, bytes, true);
 }
 
-Status SharedMemoryNode::readPeerStreamed(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const {
+Status SharedMemoryNode::readPeerThrough(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const {
+  if (bounce == nullptr) return readPeer(peer, local, remote, bytes);
   char* mine = static_cast<char*>(local);
   for (size_t at = 0; at < bytes; at += kStreamedPieceBytes) {
     const size_t piece = std::min(kStreamedPieceBytes, bytes - at);
@@ -104,7 +105,7 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 
 // Every rank publishes its send buffer and reads its own block of each
 // peer's from there (out of place into a buffer that streams, through a
-// bounce buffer: readPeerStreamed). In place (send == recv) this rank's
+// bounce buffer: readPeerThrough). In place (send == recv) this rank's
 // block for q lies where q's block for it must land:
 // - with a peer in place too, the two swap those blocks, each doing one
 //   half (the lower rank the first) through a bounce buffer that stays in
@@ -131,9 +132,7 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
           return Status::ok();
         },
         [&](int q, uint64_t theirs) {
-          const uint64_t theirBlock = theirs + localRank_ * bytes;
-          return streaming ? readPeerStreamed(q, out + q * bytes, theirBlock, bytes, bounce)
-                           : readPeer(q, out + q * bytes, theirBlock, bytes);
+          return readPeerThrough(q, out + q * bytes, theirs + localRank_ * bytes, bytes, bounce);
         });
   }
   const size_t half = blockCount / 2 * es;
@@ -240,7 +239,7 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
   if (copyFirst) FW_RETURN_IF_ERROR(node.copy(ownInOut, own, ownCount));
   const void* published = copyFirst ? ownInOut : own;
   // Out of place into a buffer that streams, the blocks go past the cache
-  // as all-to-all's do (readPeerStreamed). 2 ranks, medians of 8 runs in
+  // as all-to-all's do (readPeerThrough). 2 ranks, medians of 8 runs in
   // ABBA order, us a call: 4 MiB 1,149 to 762 and 8 MiB 2,659 to 2,032
   // between near cores, 1,051 to 796 and 2,736 to 1,941 between far ones.
   // In place they measured the same or slower (4 MiB 378 to 487): the
@@ -256,8 +255,7 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
         return Status::ok();
       },
       [&](int q, uint64_t theirs) {
-        return streaming ? readPeerStreamed(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es, bounce)
-                         : readPeer(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es);
+        return readPeerThrough(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es, bounce);
       });
 }
 

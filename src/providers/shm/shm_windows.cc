@@ -3,6 +3,7 @@
 // sizes at which a collective reads its peers' buffers in place instead
 // of passing through the segment. Every rank of a node computes the same.
 #include "core/config.h"
+#include "core/config_parse.h"
 #include "providers/shm/shm_node.h"
 
 #include <sched.h>
@@ -24,16 +25,9 @@ std::string firstWordOf(const std::string& path) {
 }
 
 // sysfs's cache size ("8192K"), in bytes; 0 where it is not one.
-size_t cacheSizeBytes(const std::string& text) {
-  char* end = nullptr;
-  const unsigned long long number = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str()) return 0;
-  const std::string unit(end);
-  if (unit.empty()) return static_cast<size_t>(number);
-  if (unit == "K") return static_cast<size_t>(number) << 10;
-  if (unit == "M") return static_cast<size_t>(number) << 20;
-  if (unit == "G") return static_cast<size_t>(number) << 30;
-  return 0;
+size_t cacheSizeBytes(const std::string& path) {
+  size_t bytes = 0;
+  return parseByteText(path, firstWordOf(path).c_str(), 1, kNoUpperEnd, &bytes).isOk() ? bytes : 0;
 }
 
 }  // namespace
@@ -58,18 +52,25 @@ size_t SharedMemoryNode::defaultStreamingNodeBytes(const std::string& cpuDir) {
     const std::string level = firstWordOf(dir + "/level");
     if (level.empty()) break;
     if (firstWordOf(dir + "/type") == "Instruction") continue;
+    // An unreadable size of the last level leaves 0, so the fallback,
+    // not a lower level's size.
     const int l = std::atoi(level.c_str());
-    if (l > bestLevel) {  // an unreadable size of the last level leaves 0: the fallback, not a lower level's
+    if (l > bestLevel) {
       bestLevel = l;
-      bytes = cacheSizeBytes(firstWordOf(dir + "/size"));
+      bytes = cacheSizeBytes(dir + "/size");
     }
   }
   return bytes > 0 ? bytes : kStreamingNodeBytes;
 }
 
+// Read once a process: every communicator and split of it would read the
+// same files again.
 size_t SharedMemoryNode::defaultStreamingNodeBytes() {
-  const int cpu = sched_getcpu();
-  return defaultStreamingNodeBytes("/sys/devices/system/cpu/cpu" + std::to_string(cpu < 0 ? 0 : cpu));
+  static const size_t bytes = [] {
+    const int cpu = sched_getcpu();
+    return defaultStreamingNodeBytes("/sys/devices/system/cpu/cpu" + std::to_string(cpu < 0 ? 0 : cpu));
+  }();
+  return bytes;
 }
 
 // With a CPU per rank, rounds of about 2 MiB in all, each rank's chunk
