@@ -29,6 +29,8 @@ class BlockAddresses {
     return block + elems * elementSize_;
   }
   const ChunkLayout& layout() const { return layout_; }
+  // The list of the list form; null for a buffer cut by the layout.
+  Byte* const* list() const { return list_; }
 
  private:
   Byte* base_ = nullptr;

@@ -146,7 +146,7 @@ Status Communicator::attachSharedMemory() {
   const auto windowsFor = [&](SharedMemoryNode::Cores cores) {
     if (!config_.shmSingleCopySet) return SharedMemoryNode::defaultSingleCopyWindows(local, oversubscribed, cores);
     const Window chosen{config_.shmSingleCopyMin, config_.shmSingleCopyMax};
-    return Windows{chosen, chosen, chosen, chosen};
+    return Windows{chosen, chosen, chosen, chosen, chosen};
   };
   const Windows near = windowsFor(SharedMemoryNode::coresOf(intel, 0));
   const Windows far = windowsFor(SharedMemoryNode::coresOf(intel, SharedMemoryNode::kFarRoundTripNs));
@@ -178,7 +178,8 @@ Status Communicator::attachSharedMemory() {
     const std::string singleCopy =
         readable ? "allgather blocks " + sizes(windows.allgather) + ", all-to-all blocks " +
                             sizes(windows.alltoall) + ", broadcasts " + sizes(windows.broadcast) +
-                            ", allreduces " + sizes(windows.allreduce) + cores
+                            ", allreduces " + sizes(windows.allreduce) + ", reduce-scatters " +
+                            sizes(windows.reduceScatter) + cores
         : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"
                                                              : "off (measured slower for this node's ranks)")
                       : "off (a rank may not read another's memory: ptrace permission)";

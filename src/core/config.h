@@ -42,7 +42,8 @@ struct Config {
   bool shmChunkBytesSet = false;       // given by the variable (else the node's leader picks it:
                                        // SharedMemoryNode::defaultChunkBytes)
   // FAIRWAY_SHM_SINGLE_COPY_BYTES: allgather and all-to-all blocks,
-  // broadcasts and allreduces of [min, max] bytes read in place (min 0: never). Unset
+  // broadcasts, allreduces and reduce-scatters of [min, max] bytes read in
+  // place (min 0: never). Unset
   // ("auto"): the node picks each window (SharedMemoryNode::default*SingleCopy).
   size_t shmSingleCopyMin = 0;
   size_t shmSingleCopyMax = 0;         // kNoUpperEnd: MIN given alone

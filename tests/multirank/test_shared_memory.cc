@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <algorithm>
 #include <cstdio>
@@ -430,6 +431,76 @@ TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
   });
 }
 
+// Single-copy reduce-scatter (from 1 byte) on 2, 3, 4 and 8 ranks: rank r
+// reads block r of every peer's input in place and combines it in rank
+// order. Out of place, in place everywhere, in place on rank 1 only;
+// int8 sums (wrapping) at odd addresses, int32 sums that take several
+// bounce pieces (exact) and float averages (finalised once); counts of
+// 1, 7 and more. Results stream from 1 MiB of the node's outputs, so the
+// largest out-of-place calls store through the cache-resident piece.
+// Nothing outside the output is written, and an out-of-place input is
+// left as it was.
+TEST_F(SharedMemory, SingleCopyReduceScatterReadsEachBlockInPlace) {
+  onRanksWithSingleCopies({2, 3, 4, 8}, [](const RankContext& ctx, fwComm_t comm) {
+    int failures = 0;
+    const int n = ctx.nranks;
+    auto value = [](int rank, size_t i) { return static_cast<int32_t>((rank + 1) * 1000 + i % 7919); };
+    auto byteOf = [](int rank, size_t i) { return static_cast<uint8_t>(rank * 37 + i * 11 + i / 253); };
+    const size_t largest = n <= 4 ? 140001 : 20001;
+    for (size_t count : {size_t{1}, size_t{7}, largest}) {
+      for (int mode : {0, 1, 2}) {  // out of place, in place, in place on rank 1 only
+        const bool inPlace = mode == 1 || (mode == 2 && ctx.rank == 1);
+        const std::string what = std::to_string(count) + (inPlace ? " in place" : " out of place");
+        // int8 at odd addresses: one byte in front of either buffer.
+        std::vector<uint8_t> bytesIn(count * n + 2, 0xA5), bytesOut(count + 2, 0x5A);
+        for (size_t i = 0; i < count * n; ++i) bytesIn[1 + i] = byteOf(ctx.rank, i);
+        uint8_t* out8 = inPlace ? bytesIn.data() + 1 + count * ctx.rank : bytesOut.data() + 1;
+        RANK_CHECK(ctx, fwReduceScatter(bytesIn.data() + 1, out8, count, fwInt8, fwSum, comm, nullptr) == fwSuccess,
+                   "int8 " + what);
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) {
+          uint8_t expected = 0;
+          for (int r = 0; r < n; ++r) expected = static_cast<uint8_t>(expected + byteOf(r, ctx.rank * count + i));
+          wrong += out8[i] != expected;
+        }
+        RANK_CHECK(ctx, wrong == 0, std::to_string(wrong) + " wrong int8 sums, " + what);
+        RANK_CHECK(ctx, bytesIn.front() == 0xA5 && bytesIn.back() == 0xA5, "written before or after the input");
+        if (!inPlace) {
+          RANK_CHECK(ctx, bytesOut.front() == 0x5A && bytesOut.back() == 0x5A, "written outside the output");
+          size_t changed = 0;
+          for (size_t i = 0; i < count * n; ++i) changed += bytesIn[1 + i] != byteOf(ctx.rank, i);
+          RANK_CHECK(ctx, changed == 0, "an out-of-place input was written, " + what);
+        }
+        std::vector<int32_t> send(count * n), recv(count, -1);
+        for (size_t i = 0; i < count * n; ++i) send[i] = value(ctx.rank, i);
+        int32_t* out = inPlace ? send.data() + count * ctx.rank : recv.data();
+        RANK_CHECK(ctx, fwReduceScatter(send.data(), out, count, fwInt32, fwSum, comm, nullptr) == fwSuccess,
+                   "int32 " + what);
+        wrong = 0;
+        for (size_t i = 0; i < count; ++i) {
+          int32_t expected = 0;
+          for (int r = 0; r < n; ++r) expected += value(r, ctx.rank * count + i);
+          wrong += out[i] != expected;
+        }
+        RANK_CHECK(ctx, wrong == 0, std::to_string(wrong) + " wrong int32 sums, " + what);
+        std::vector<float> x(count * n), y(count, -1.0f);
+        for (size_t i = 0; i < count * n; ++i) x[i] = static_cast<float>((i * 31 + ctx.rank * 17) % 1009);
+        float* avg = inPlace ? x.data() + count * ctx.rank : y.data();
+        RANK_CHECK(ctx, fwReduceScatter(x.data(), avg, count, fwFloat32, fwAvg, comm, nullptr) == fwSuccess,
+                   "float avg " + what);
+        wrong = 0;
+        for (size_t i = 0; i < count; ++i) {
+          float sum = 0.0f;
+          for (int r = 0; r < n; ++r) sum += static_cast<float>(((ctx.rank * count + i) * 31 + r * 17) % 1009);
+          wrong += std::fabs(avg[i] - sum / static_cast<float>(n)) > 1e-3f;
+        }
+        RANK_CHECK(ctx, wrong == 0, std::to_string(wrong) + " wrong float averages, " + what);
+      }
+    }
+    return failures;
+  }, "1M");
+}
+
 // Single-copy reads (FAIRWAY_SHM_SINGLE_COPY_BYTES) from 1 byte: every
 // allgather and broadcast reads the owners' buffers in place (an in-place
 // broadcast's root writing its share of theirs), in and out of place,
@@ -481,7 +552,8 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
     return failures;
   }, &outcomes);
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
-  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1, allreduces from 1"), std::string::npos)
+  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1, allreduces from 1, reduce-scatters from 1"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("results stream past the caches from 1M of the node's outputs (FAIRWAY_SHM_STREAM_BYTES)"),
             std::string::npos)
@@ -538,6 +610,7 @@ TEST_F(SharedMemory, TwoRanksChooseTheirWindowsByTheirCoresRoundTrip) {
       EXPECT_NE(line.find("round trip not measured: near"), std::string::npos) << line;
     }
     EXPECT_NE(line.find(far ? "broadcasts of 16K-16M" : "broadcasts of 2M-3M"), std::string::npos) << line;
+    EXPECT_NE(line.find(far ? "reduce-scatters of 32K-16M" : "reduce-scatters of 4M-8M"), std::string::npos) << line;
   }
   if (!cpuIsIntel()) {
     EXPECT_GT(measured, 0) << "no communicator measured its round trip:\n" << text;

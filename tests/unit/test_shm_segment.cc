@@ -229,6 +229,25 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     EXPECT_FALSE(broadcast.holds(broadcastUpTo + 1));
     EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true, cores).holds(1 * kMiB));
     EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false, cores).holds(1 * kMiB));
+    // Reduce-scatters: 2 ranks with a CPU each 4 to 8 MiB, on other CPUs'
+    // far cores 32 KiB to 16 MiB; more ranks than CPUs from 1 MiB up to 4
+    // ranks and from 4 MiB past them, with no upper end; more ranks with
+    // a CPU each never.
+    const auto reduceScatter = SharedMemoryNode::defaultReduceScatterSingleCopy(2, false, cores);
+    const size_t reduceScatterFrom = otherFar ? 32 * kKiB : 4 * kMiB;
+    const size_t reduceScatterUpTo = otherFar ? 16 * kMiB : 8 * kMiB;
+    EXPECT_FALSE(reduceScatter.holds(reduceScatterFrom - 1));
+    EXPECT_TRUE(reduceScatter.holds(reduceScatterFrom));
+    EXPECT_TRUE(reduceScatter.holds(reduceScatterUpTo));
+    EXPECT_FALSE(reduceScatter.holds(reduceScatterUpTo + 1));
+    for (auto [ranks, from] : {std::pair{2, 1 * kMiB}, std::pair{4, 1 * kMiB}, std::pair{5, 4 * kMiB},
+                               std::pair{8, 4 * kMiB}}) {
+      const auto oversubscribed = SharedMemoryNode::defaultReduceScatterSingleCopy(ranks, true, cores);
+      EXPECT_FALSE(oversubscribed.holds(from - 1)) << ranks << " ranks";
+      EXPECT_TRUE(oversubscribed.holds(from)) << ranks << " ranks";
+      EXPECT_TRUE(oversubscribed.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
+    }
+    EXPECT_FALSE(SharedMemoryNode::defaultReduceScatterSingleCopy(3, false, cores).holds(4 * kMiB));
   }
   // Far from kFarRoundTripNs on, near below it and where not measured (0).
   const uint32_t far = SharedMemoryNode::kFarRoundTripNs;

@@ -186,6 +186,7 @@ Status SharedMemoryNode::reduceScatterFrom(CollectiveContext& node, const InputB
   FW_RETURN_IF_ERROR(checkContext(node));
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = in.layout();
+  if (singleCopy_.reduceScatter.holds(blocks.count * es)) return reduceScatterInPlace(node, in, out);
   const size_t perRound = chunkBytes_ / es / static_cast<size_t>(ranks_);
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   for (size_t j = 0; j < rounds; ++j, ++round_) {

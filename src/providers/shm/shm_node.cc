@@ -74,7 +74,7 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle),
       streamingNodeBytes_(config.shmStreamBytes != 0 ? config.shmStreamBytes : defaultStreamingNodeBytes()),
       inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0),
-      landedFrom_(ranks_, 0) {
+      landedFrom_(ranks_, 0), peerBlocks_(ranks_, 0) {
   for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
 }
 
@@ -165,7 +165,8 @@ Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
 
 Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count,
                                     size_t inputBytes) {
-  const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce || kind == kAllreduceInPlace;
+  const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce || kind == kAllreduceInPlace ||
+                       kind == kReduceScatterInPlace;
   const bool ahead = runsAhead(kind);
   inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing, round_, ahead);
   // What this round writes must have been read by every peer: its slot,

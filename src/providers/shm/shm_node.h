@@ -112,14 +112,21 @@ class SharedMemoryNode final : public NodePhase {
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB
   // (see the definition).
   static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed);
+  // Reduce-scatters (the whole input): 2 ranks with a CPU each, 4 to 8
+  // MiB (between far cores on CPUs other than Intel's, 32 KiB to 16 MiB);
+  // more ranks than CPUs from 1 MiB (from 4 MiB past 4 ranks); nothing
+  // otherwise (see the definition).
+  static SizeWindow defaultReduceScatterSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // The windows in use: allgather's and all-to-all's hold the size of one
   // rank's block, broadcast's the buffer's.
   struct SingleCopyWindows {
-    SizeWindow allgather, alltoall, broadcast, allreduce;
-    bool any() const { return allgather.min || alltoall.min || broadcast.min || allreduce.min; }
+    SizeWindow allgather, alltoall, broadcast, allreduce, reduceScatter;
+    bool any() const {
+      return allgather.min || alltoall.min || broadcast.min || allreduce.min || reduceScatter.min;
+    }
     bool operator==(const SingleCopyWindows& o) const {
       return allgather == o.allgather && alltoall == o.alltoall && broadcast == o.broadcast &&
-             allreduce == o.allreduce;
+             allreduce == o.allreduce && reduceScatter == o.reduceScatter;
     }
   };
   // Where the node's outputs together start to stream past the cache
@@ -135,7 +142,8 @@ class SharedMemoryNode final : public NodePhase {
     return {defaultAllgatherSingleCopy(ranks, oversubscribed, cores),
             defaultAlltoallSingleCopy(ranks, oversubscribed, cores),
             defaultBroadcastSingleCopy(ranks, oversubscribed, cores),
-            defaultAllreduceSingleCopy(ranks, oversubscribed)};
+            defaultAllreduceSingleCopy(ranks, oversubscribed),
+            defaultReduceScatterSingleCopy(ranks, oversubscribed, cores)};
   }
   void enableSingleCopy(const SingleCopyWindows& windows) { singleCopy_ = windows; }
   int localRank() const { return localRank_; }
@@ -224,6 +232,9 @@ class SharedMemoryNode final : public NodePhase {
     std::atomic<uint64_t> selfAddress;
     std::atomic<uint64_t> userBuffer[2];
     std::atomic<uint64_t> userResult[2];  // a single-copy allreduce's output, per parity
+    // A single-copy reduce-scatter's list of blocks (the list form), per
+    // parity; 0 where userBuffer is the base of blocks cut by the layout.
+    std::atomic<uint64_t> userBlockList[2];
     InlineRound inlineRound[2];
     RoundSlot slots[kRoundSlots];
     // Handed back and forth between two local ranks at creation
@@ -241,6 +252,7 @@ class SharedMemoryNode final : public NodePhase {
     kAllgatherInPlace, kBroadcastInPlace,  // single-copy reads of the peers' own buffers
     kAlltoall, kAlltoallInPlace,
     kAllreduceInPlace,  // single-copy reads of the peers' own buffers
+    kReduceScatterInPlace,
   };
 
   Control& control(int rank) const;
@@ -323,6 +335,10 @@ class SharedMemoryNode final : public NodePhase {
   Status broadcastInPlace(CollectiveContext& node, const void* published, void* buf, size_t count, int root);
   Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
   Status allreduceInPlace(CollectiveContext& node, const void* send, void* recv, size_t count);
+  Status reduceScatterInPlace(CollectiveContext& node, const InputBlocks& in, void* out);
+  // What the single-copy reductions share (see the definitions).
+  Status combineFromPeers(CollectiveContext& node, const char* own, char* dst, size_t bytes, bool streaming);
+  Status awaitPeersDone(CollectiveContext& node, Kind kind, uint64_t count);
   // The round allgatherInPlace and alltoallInPlace run (see the definition).
   template <typename CopyOwn, typename ReadFrom>
   Status singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count, const void* published,
@@ -399,6 +415,9 @@ class SharedMemoryNode final : public NodePhase {
   // An in-place single-copy all-to-all's peers whose blocks landed in the
   // staging area (alltoallInPlace), by local rank.
   std::vector<uint8_t> landedFrom_;
+  // Where the block a single-copy reduction reads lies in each peer's
+  // address space (combineFromPeers), by local rank.
+  std::vector<uint64_t> peerBlocks_;
 };
 
 }  // namespace fairway

@@ -260,4 +260,38 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ra
   return {size_t{2} << 20, size_t{8} << 20};
 }
 
+// Reduce-scatters (the whole input's size), measured on AMD EPYC
+// (reduce_scatter_perf, float32, us a call, out of place / in place,
+// medians of 3-5 runs in ABBA order, each run filed near or far by the
+// cores' round trip just before it; the rounds against the reads, where
+// rank r reads block r of the peers' inputs in place and streams results
+// past the last-level cache, which the rounds' combine does not).
+// - 2 ranks between near cores: the rounds won to 2 MiB (1 MiB 51/43
+//   against 105/97 read), the reads from 4 MiB out of place (4 MiB
+//   711/502 against 599/456, 8 MiB 1,457/1,213 against 1,345/1,237, 16
+//   MiB 3,040/2,517 against 2,887/3,117) and lost in place from 16 MiB
+//   (32 MiB 4,981 against 6,883); so 4 to 8 MiB.
+// - Between far cores, where each line the rounds hand over costs a long
+//   round trip, the reads won from 32 KiB (6.7/6.0 against 4.9/5.5; 16
+//   KiB 3.5/3.9 against 3.9/4.3) to 16 MiB (64 KiB 10.9/10.7 against
+//   6.9/7.9, 1 MiB 145/145 against 105/94, 16 MiB 4,021/3,505 against
+//   2,698/2,553) and lost in place from 32 MiB (5,303 against 6,586).
+// - More ranks than CPUs, near and far alike: 4 ranks on 2 cores, the
+//   reads won from 1 MiB (380-448/415-463 against 354-382/361-390; 512
+//   KiB 91/94 near against 181/177) with no upper end (64 MiB
+//   39,925-41,267/42,557-43,118 against 27,219-27,639/27,091-27,891); 8
+//   ranks from 4 MiB (5,114-5,487/5,368-5,631 against 4,440-4,840/
+//   4,803-4,960; 2 MiB 2,469-2,488/2,507-2,603 against
+//   2,625-2,723/2,757-2,991), 64 MiB 86,226-88,055/93,178-95,400 against
+//   58,074-61,716/62,640-65,200.
+// Intel CPUs, whose cores hand lines over cheaply, take the near window
+// (not measured there).
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultReduceScatterSingleCopy(int ranks, bool oversubscribed,
+                                                                              Cores cores) {
+  if (oversubscribed) return {ranks <= 4 ? size_t{1} << 20 : size_t{4} << 20, kNoUpperEnd};
+  if (ranks != 2) return {};
+  if (cores.far && !cores.intel) return {size_t{32} << 10, size_t{16} << 20};
+  return {size_t{4} << 20, size_t{8} << 20};
+}
+
 }  // namespace fairway
