@@ -229,17 +229,19 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     EXPECT_FALSE(broadcast.holds(broadcastUpTo + 1));
     EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(2, true, cores).holds(1 * kMiB));
     EXPECT_FALSE(SharedMemoryNode::defaultBroadcastSingleCopy(4, false, cores).holds(1 * kMiB));
-    // Reduce-scatters: 2 ranks with a CPU each 4 to 8 MiB, on other CPUs'
-    // far cores 32 KiB to 16 MiB; more ranks than CPUs from 1 MiB up to 4
-    // ranks and from 4 MiB past them, with no upper end; more ranks with
-    // a CPU each never.
+    // Reduce-scatters: 2 ranks with a CPU each on other CPUs' far cores
+    // 32 KiB to 16 MiB, else never; more ranks than CPUs from 1 MiB up to
+    // 4 ranks and from 4 MiB past them, with no upper end; more ranks
+    // with a CPU each never.
     const auto reduceScatter = SharedMemoryNode::defaultReduceScatterSingleCopy(2, false, cores);
-    const size_t reduceScatterFrom = otherFar ? 32 * kKiB : 4 * kMiB;
-    const size_t reduceScatterUpTo = otherFar ? 16 * kMiB : 8 * kMiB;
-    EXPECT_FALSE(reduceScatter.holds(reduceScatterFrom - 1));
-    EXPECT_TRUE(reduceScatter.holds(reduceScatterFrom));
-    EXPECT_TRUE(reduceScatter.holds(reduceScatterUpTo));
-    EXPECT_FALSE(reduceScatter.holds(reduceScatterUpTo + 1));
+    if (otherFar) {
+      EXPECT_FALSE(reduceScatter.holds(32 * kKiB - 1));
+      EXPECT_TRUE(reduceScatter.holds(32 * kKiB));
+      EXPECT_TRUE(reduceScatter.holds(16 * kMiB));
+      EXPECT_FALSE(reduceScatter.holds(16 * kMiB + 1));
+    } else {
+      EXPECT_FALSE(reduceScatter.holds(4 * kMiB));
+    }
     for (auto [ranks, from] : {std::pair{2, 1 * kMiB}, std::pair{4, 1 * kMiB}, std::pair{5, 4 * kMiB},
                                std::pair{8, 4 * kMiB}}) {
       const auto oversubscribed = SharedMemoryNode::defaultReduceScatterSingleCopy(ranks, true, cores);

@@ -112,10 +112,10 @@ class SharedMemoryNode final : public NodePhase {
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB
   // (see the definition).
   static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed);
-  // Reduce-scatters (the whole input): 2 ranks with a CPU each, 4 to 8
-  // MiB (between far cores on CPUs other than Intel's, 32 KiB to 16 MiB);
-  // more ranks than CPUs from 1 MiB (from 4 MiB past 4 ranks); nothing
-  // otherwise (see the definition).
+  // Reduce-scatters (the whole input): 2 ranks with a CPU each on far
+  // cores of CPUs other than Intel's, 32 KiB to 16 MiB; more ranks than
+  // CPUs from 1 MiB (from 4 MiB past 4 ranks); nothing otherwise (see the
+  // definition).
   static SizeWindow defaultReduceScatterSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // The windows in use: allgather's and all-to-all's hold the size of one
   // rank's block, broadcast's the buffer's.

@@ -267,10 +267,10 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ra
 // rank r reads block r of the peers' inputs in place and streams results
 // past the last-level cache, which the rounds' combine does not).
 // - 2 ranks between near cores: the rounds won to 2 MiB (1 MiB 51/43
-//   against 105/97 read), the reads from 4 MiB out of place (4 MiB
-//   711/502 against 599/456, 8 MiB 1,457/1,213 against 1,345/1,237, 16
-//   MiB 3,040/2,517 against 2,887/3,117) and lost in place from 16 MiB
-//   (32 MiB 4,981 against 6,883); so 4 to 8 MiB.
+//   against 105/97), tied at 16 MiB (3,484/2,978 against 3,458/2,986)
+//   and won between but for 4 MiB in place (4 MiB 855/646 against
+//   972/583, 8 MiB 1,769/1,477 against 1,957/1,825; medians of 10 runs
+//   each): no window.
 // - Between far cores, where each line the rounds hand over costs a long
 //   round trip, the reads won from 32 KiB (6.7/6.0 against 4.9/5.5; 16
 //   KiB 3.5/3.9 against 3.9/4.3) to 16 MiB (64 KiB 10.9/10.7 against
@@ -284,14 +284,13 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ra
 //   4,803-4,960; 2 MiB 2,469-2,488/2,507-2,603 against
 //   2,625-2,723/2,757-2,991), 64 MiB 86,226-88,055/93,178-95,400 against
 //   58,074-61,716/62,640-65,200.
-// Intel CPUs, whose cores hand lines over cheaply, take the near window
-// (not measured there).
+// Intel CPUs, whose cores hand lines over cheaply, are taken for near
+// ones (not measured there).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultReduceScatterSingleCopy(int ranks, bool oversubscribed,
                                                                               Cores cores) {
   if (oversubscribed) return {ranks <= 4 ? size_t{1} << 20 : size_t{4} << 20, kNoUpperEnd};
-  if (ranks != 2) return {};
-  if (cores.far && !cores.intel) return {size_t{32} << 10, size_t{16} << 20};
-  return {size_t{4} << 20, size_t{8} << 20};
+  if (ranks == 2 && cores.far && !cores.intel) return {size_t{32} << 10, size_t{16} << 20};
+  return {};
 }
 
 }  // namespace fairway
