@@ -235,8 +235,9 @@ std::vector<ConfigVariable> makeTable() {
         "through the segment: `MIN-MAX` or `MIN` (no upper end), in bytes; 0: never; `auto`: 2 ranks with a "
         "CPU each read allgather blocks of 8K-16M, all-to-all blocks of 16K-16M and broadcasts of 32K-32M on "
         "Intel CPUs (on others 256K-2M, 512K-2M and 2M-3M where the ranks' cores measure near at creation, a "
-        "cache line's round trip under 300 ns, else 16K-4M, 16K-4M and 16K-16M), allreduces of 2M-8M and, "
-        "between far cores on CPUs other than Intel's, reduce-scatters of 32K-16M in place, and more "
+        "cache line's round trip under 300 ns, else 16K-4M, 16K-4M and 16K-16M), allreduces of 2M-8M (2M-3M "
+        "between near cores on CPUs other than Intel's) and, between far cores on CPUs other than Intel's, "
+        "reduce-scatters of 32K-16M in place, and more "
         "ranks than CPUs all-to-all blocks from 64K on Intel CPUs (256K on others; 32K from 8 ranks) and "
         "reduce-scatters from 1M (4M past 4 ranks), where that measured faster than two copies; two copies "
         "serve the rest (docs/DESIGN.md, \"Single copies\")",

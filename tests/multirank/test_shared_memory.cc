@@ -610,6 +610,7 @@ TEST_F(SharedMemory, TwoRanksChooseTheirWindowsByTheirCoresRoundTrip) {
       EXPECT_NE(line.find("round trip not measured: near"), std::string::npos) << line;
     }
     EXPECT_NE(line.find(far ? "broadcasts of 16K-16M" : "broadcasts of 2M-3M"), std::string::npos) << line;
+    EXPECT_NE(line.find(far ? "allreduces of 2M-8M" : "allreduces of 2M-3M"), std::string::npos) << line;
     EXPECT_NE(line.find(far ? "reduce-scatters of 32K-16M" : "reduce-scatters none"), std::string::npos) << line;
   }
   if (!cpuIsIntel()) {

@@ -257,14 +257,19 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
   EXPECT_FALSE(SharedMemoryNode::coresOf(false, far - 1).far);
   EXPECT_FALSE(SharedMemoryNode::coresOf(false, 0).far);
   EXPECT_TRUE(SharedMemoryNode::coresOf(true, 0).intel);
-  // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB, whatever the CPU.
-  const auto allreduce = SharedMemoryNode::defaultAllreduceSingleCopy(2, false);
-  EXPECT_FALSE(allreduce.holds(2 * kMiB - 1));
-  EXPECT_TRUE(allreduce.holds(2 * kMiB));
-  EXPECT_TRUE(allreduce.holds(8 * kMiB));
-  EXPECT_FALSE(allreduce.holds(8 * kMiB + 1));
-  for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{4, true}}) {
-    EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed).holds(4 * kMiB)) << ranks;
+  // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB, on other CPUs' near
+  // cores 2 to 3 MiB.
+  for (const Cores cores : {Cores{true, false}, Cores{true, true}, Cores{false, false}, Cores{false, true}}) {
+    const auto allreduce = SharedMemoryNode::defaultAllreduceSingleCopy(2, false, cores);
+    const size_t upTo = !cores.intel && !cores.far ? 3 * kMiB : 8 * kMiB;
+    EXPECT_FALSE(allreduce.holds(2 * kMiB - 1));
+    EXPECT_TRUE(allreduce.holds(2 * kMiB));
+    EXPECT_TRUE(allreduce.holds(upTo));
+    EXPECT_FALSE(allreduce.holds(upTo + 1));
+    for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{4, true}}) {
+      EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed, cores).holds(2 * kMiB))
+          << ranks;
+    }
   }
   EXPECT_FALSE(SharedMemoryNode::SizeWindow{}.holds(0));  // the empty window holds nothing
 }

@@ -110,8 +110,9 @@ class SharedMemoryNode final : public NodePhase {
   // root's call is in place or not, as the other ranks cannot tell.
   static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB
-  // (see the definition).
-  static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed);
+  // (on CPUs other than Intel's between near cores 2 to 3 MiB; see the
+  // definition).
+  static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Reduce-scatters (the whole input): 2 ranks with a CPU each on far
   // cores of CPUs other than Intel's, 32 KiB to 16 MiB; more ranks than
   // CPUs from 1 MiB (from 4 MiB past 4 ranks); nothing otherwise (see the
@@ -142,7 +143,7 @@ class SharedMemoryNode final : public NodePhase {
     return {defaultAllgatherSingleCopy(ranks, oversubscribed, cores),
             defaultAlltoallSingleCopy(ranks, oversubscribed, cores),
             defaultBroadcastSingleCopy(ranks, oversubscribed, cores),
-            defaultAllreduceSingleCopy(ranks, oversubscribed),
+            defaultAllreduceSingleCopy(ranks, oversubscribed, cores),
             defaultReduceScatterSingleCopy(ranks, oversubscribed, cores)};
   }
   void enableSingleCopy(const SingleCopyWindows& windows) { singleCopy_ = windows; }

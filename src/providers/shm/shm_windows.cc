@@ -255,8 +255,19 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ra
 // results past the caches and the kernel's copies do not. With ranks
 // sharing CPUs it lost or tied (8 ranks on 2 cores, 4 MiB: 1.2-1.5
 // against 2.0), each read waiting for its owner to be scheduled.
-SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ranks, bool oversubscribed) {
+// On AMD EPYC, filed near or far by the cores' round trip before each run
+// (us a call, out of place / in place, medians of 10 runs in ABBA order,
+// the rounds against the reads): between far cores the reads won at 2-4
+// MiB (2 MiB 825/610 against 540/587, 4 MiB 1,590/1,418 against
+// 1,405/1,231) and tied at 8 MiB (3,192/2,949 against 3,303/2,862);
+// between near cores they won at 2 MiB out of place (789/433 against
+// 491/458) and lost from 4 MiB (4 MiB 1,086/1,199 against 1,501/1,047, 8
+// MiB 2,231/2,437 against 3,481/2,989), where the rounds' results stream
+// past the last-level cache. So near cores there read 2 to 3 MiB.
+SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ranks, bool oversubscribed,
+                                                                          Cores cores) {
   if (ranks != 2 || oversubscribed) return {};
+  if (!cores.intel && !cores.far) return {size_t{2} << 20, size_t{3} << 20};
   return {size_t{2} << 20, size_t{8} << 20};
 }
 
