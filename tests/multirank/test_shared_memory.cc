@@ -471,30 +471,31 @@ TEST_F(SharedMemory, SingleCopyReduceScatterReadsEachBlockInPlace) {
           for (size_t i = 0; i < count * n; ++i) changed += bytesIn[1 + i] != byteOf(ctx.rank, i);
           RANK_CHECK(ctx, changed == 0, "an out-of-place input was written, " + what);
         }
-        std::vector<int32_t> send(count * n), recv(count, -1);
-        for (size_t i = 0; i < count * n; ++i) send[i] = value(ctx.rank, i);
-        int32_t* out = inPlace ? send.data() + count * ctx.rank : recv.data();
-        RANK_CHECK(ctx, fwReduceScatter(send.data(), out, count, fwInt32, fwSum, comm, nullptr) == fwSuccess,
-                   "int32 " + what);
-        wrong = 0;
-        for (size_t i = 0; i < count; ++i) {
+        // Elements of T from inputOf(rank, i), the results of this rank's
+        // block checked by accepts(result, i), i counted over the input.
+        auto reduceScatterOf = [&](auto zero, fwDataType_t type, fwRedOp_t op, auto inputOf, auto accepts,
+                                   const std::string& name) {
+          using T = decltype(zero);
+          std::vector<T> send(count * n), recv(count, static_cast<T>(-1));
+          for (size_t i = 0; i < count * n; ++i) send[i] = inputOf(ctx.rank, i);
+          T* out = inPlace ? send.data() + count * ctx.rank : recv.data();
+          RANK_CHECK(ctx, fwReduceScatter(send.data(), out, count, type, op, comm, nullptr) == fwSuccess,
+                     name + " " + what);
+          size_t wrongResults = 0;
+          for (size_t i = 0; i < count; ++i) wrongResults += !accepts(out[i], ctx.rank * count + i);
+          RANK_CHECK(ctx, wrongResults == 0, std::to_string(wrongResults) + " wrong " + name + " results, " + what);
+        };
+        reduceScatterOf(int32_t{0}, fwInt32, fwSum, value, [&](int32_t got, size_t i) {
           int32_t expected = 0;
-          for (int r = 0; r < n; ++r) expected += value(r, ctx.rank * count + i);
-          wrong += out[i] != expected;
-        }
-        RANK_CHECK(ctx, wrong == 0, std::to_string(wrong) + " wrong int32 sums, " + what);
-        std::vector<float> x(count * n), y(count, -1.0f);
-        for (size_t i = 0; i < count * n; ++i) x[i] = static_cast<float>((i * 31 + ctx.rank * 17) % 1009);
-        float* avg = inPlace ? x.data() + count * ctx.rank : y.data();
-        RANK_CHECK(ctx, fwReduceScatter(x.data(), avg, count, fwFloat32, fwAvg, comm, nullptr) == fwSuccess,
-                   "float avg " + what);
-        wrong = 0;
-        for (size_t i = 0; i < count; ++i) {
+          for (int r = 0; r < n; ++r) expected += value(r, i);
+          return got == expected;
+        }, "int32 sum");
+        auto floatOf = [](int rank, size_t i) { return static_cast<float>((i * 31 + rank * 17) % 1009); };
+        reduceScatterOf(0.0f, fwFloat32, fwAvg, floatOf, [&](float got, size_t i) {
           float sum = 0.0f;
-          for (int r = 0; r < n; ++r) sum += static_cast<float>(((ctx.rank * count + i) * 31 + r * 17) % 1009);
-          wrong += std::fabs(avg[i] - sum / static_cast<float>(n)) > 1e-3f;
-        }
-        RANK_CHECK(ctx, wrong == 0, std::to_string(wrong) + " wrong float averages, " + what);
+          for (int r = 0; r < n; ++r) sum += floatOf(r, i);
+          return std::fabs(got - sum / static_cast<float>(n)) <= 1e-3f;
+        }, "float avg");
       }
     }
     return failures;
