@@ -323,11 +323,13 @@ TEST_F(SharedMemory, AllToAllInRoundsAndInPlace) {
 // rank makes a communicator, runs body(ctx, comm) (which returns its
 // failures) and destroys it; every rank must exit cleanly.
 template <typename Body>
-void onRanksWithSingleCopies(std::initializer_list<int> rankCounts, Body body, const char* streamBytes = nullptr) {
+void onRanksWithSingleCopies(std::initializer_list<int> rankCounts, Body body, const char* streamBytes = nullptr,
+                             const char* chunkBytes = nullptr) {
   for (int ranks : rankCounts) {
     auto outcomes = runRanks(ranks, [&](const RankContext& ctx) {
       setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", "1", 1);
       if (streamBytes != nullptr) setenv("FAIRWAY_SHM_STREAM_BYTES", streamBytes, 1);
+      if (chunkBytes != nullptr) setenv("FAIRWAY_SHM_CHUNK_BYTES", chunkBytes, 1);
       fwComm_t comm;
       if (initOrReport(ctx, &comm)) return 1;
       int failures = body(ctx, comm);
@@ -386,10 +388,13 @@ TEST_F(SharedMemory, AllToAllInPlaceSwapsBlocksPairwise) {
 // Single-copy allreduce (from 1 byte: every allreduce past the one-round
 // sizes) on 2, 3 and 4 ranks: each rank reduces its slice of every
 // rank's input through the bounce buffer (the larger counts take several
-// pieces) and reads the others' slices of the result. Out of place, in
-// place everywhere, in place on rank 1 only; sums of int32 (exact) and
-// maxima of float; counts that do not divide by the ranks; the send
-// buffer of an out-of-place call is left as it was.
+// pieces); on 2 ranks it reads the other's slice of the result, on 3 and
+// 4 the results pass through the segment in rounds of 64 KiB chunks (the
+// larger counts take several, the first publishing the inputs). Out of
+// place, in place everywhere, in place on rank 1 only; sums of int32
+// (exact) and maxima of float; counts that do not divide by the ranks;
+// results streamed from 1 MiB of the node's outputs; the send buffer of an
+// out-of-place call is left as it was.
 TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
   onRanksWithSingleCopies({2, 3, 4}, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
@@ -428,7 +433,7 @@ TEST_F(SharedMemory, SingleCopyAllreduceReducesEachSliceOnce) {
       }
     }
     return failures;
-  });
+  }, "1M", "64K");
 }
 
 // Single-copy reduce-scatter (from 1 byte) on 2, 3, 4 and 8 ranks: rank r

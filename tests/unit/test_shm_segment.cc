@@ -258,7 +258,7 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
   EXPECT_FALSE(SharedMemoryNode::coresOf(false, 0).far);
   EXPECT_TRUE(SharedMemoryNode::coresOf(true, 0).intel);
   // Allreduces: 2 ranks with a CPU each, 2 to 8 MiB, on other CPUs' near
-  // cores 2 to 3 MiB.
+  // cores 2 to 3 MiB; 3 or 4 ranks on fewer CPUs from 4 MiB.
   for (const Cores cores : {Cores{true, false}, Cores{true, true}, Cores{false, false}, Cores{false, true}}) {
     const auto allreduce = SharedMemoryNode::defaultAllreduceSingleCopy(2, false, cores);
     const size_t upTo = !cores.intel && !cores.far ? 3 * kMiB : 8 * kMiB;
@@ -266,9 +266,16 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
     EXPECT_TRUE(allreduce.holds(2 * kMiB));
     EXPECT_TRUE(allreduce.holds(upTo));
     EXPECT_FALSE(allreduce.holds(upTo + 1));
-    for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{4, true}}) {
-      EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed, cores).holds(2 * kMiB))
+    for (auto [ranks, oversubscribed] : {std::pair{2, true}, std::pair{3, false}, std::pair{8, true}}) {
+      EXPECT_FALSE(SharedMemoryNode::defaultAllreduceSingleCopy(ranks, oversubscribed, cores).holds(4 * kMiB))
           << ranks;
+    }
+    // 3 or 4 ranks on fewer CPUs: from 4 MiB, with no upper end.
+    for (int ranks : {3, 4}) {
+      const auto shared = SharedMemoryNode::defaultAllreduceSingleCopy(ranks, true, cores);
+      EXPECT_FALSE(shared.holds(4 * kMiB - 1)) << ranks;
+      EXPECT_TRUE(shared.holds(4 * kMiB)) << ranks;
+      EXPECT_TRUE(shared.holds(size_t{1} << 32)) << ranks;
     }
   }
   EXPECT_FALSE(SharedMemoryNode::SizeWindow{}.holds(0));  // the empty window holds nothing

@@ -166,7 +166,7 @@ Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
 Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count,
                                     size_t inputBytes) {
   const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce || kind == kAllreduceInPlace ||
-                       kind == kReduceScatterInPlace;
+                       kind == kReduceScatterInPlace || kind == kAllreduceReadingInputs;
   const bool ahead = runsAhead(kind);
   inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing, round_, ahead);
   // What this round writes must have been read by every peer: its slot,

@@ -110,8 +110,9 @@ class SharedMemoryNode final : public NodePhase {
   // root's call is in place or not, as the other ranks cannot tell.
   static SizeWindow defaultBroadcastSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Allreduces (the buffer's size): 2 ranks with a CPU each, 2 to 8 MiB
-  // (on CPUs other than Intel's between near cores 2 to 3 MiB; see the
-  // definition).
+  // (on CPUs other than Intel's between near cores 2 to 3 MiB); 3 or 4
+  // ranks on fewer CPUs from 4 MiB, reading only the inputs in place (see
+  // the definition).
   static SizeWindow defaultAllreduceSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // Reduce-scatters (the whole input): 2 ranks with a CPU each on far
   // cores of CPUs other than Intel's, 32 KiB to 16 MiB; more ranks than
@@ -254,6 +255,7 @@ class SharedMemoryNode final : public NodePhase {
     kAlltoall, kAlltoallInPlace,
     kAllreduceInPlace,  // single-copy reads of the peers' own buffers
     kReduceScatterInPlace,
+    kAllreduceReadingInputs,  // rounds whose inputs are read in place
   };
 
   Control& control(int rank) const;
@@ -337,6 +339,8 @@ class SharedMemoryNode final : public NodePhase {
   Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
   Status allreduceInPlace(CollectiveContext& node, const void* send, void* recv, size_t count);
   Status reduceScatterInPlace(CollectiveContext& node, const InputBlocks& in, void* out);
+  // allreduceInPlace's reads with the rounds' results (see the definition).
+  Status allreduceReadingInputs(CollectiveContext& node, const void* send, void* recv, size_t count);
   // What the single-copy reductions share (see the definitions).
   Status combineFromPeers(CollectiveContext& node, const char* own, char* dst, size_t bytes, bool streaming);
   Status awaitPeersDone(CollectiveContext& node, Kind kind, uint64_t count);

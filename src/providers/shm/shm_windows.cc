@@ -264,9 +264,22 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ra
 // 491/458) and lost from 4 MiB (4 MiB 1,086/1,199 against 1,501/1,047, 8
 // MiB 2,231/2,437 against 3,481/2,989), where the rounds' results stream
 // past the last-level cache. So near cores there read 2 to 3 MiB.
+// With more ranks than CPUs the reads now take only the inputs, and the
+// results pass through the segment as in the rounds
+// (allreduceReadingInputs): 3 and 4 ranks on 2 cores, out of place / in
+// place, medians of 3-6 runs in ABBA order, the rounds against the reads,
+// near and far alike from 4 MiB: 4 ranks 4 MiB 3,671/4,429 against
+// 3,036/3,880 near, 3,879/4,123 against 3,245/3,862 far, 64 MiB
+// 62,617/73,241 against 49,342/61,772 near; 3 ranks 4 MiB 3,224/3,565
+// against 2,832/3,297, 32 MiB 26,689/30,526 against 24,129/28,422. At 2
+// MiB they tied in place (1,846 against 1,819; 3 ranks 1,610 against
+// 1,553) and at 1 MiB lost in place far (772 against 973). 8 ranks lost
+// (2 MiB 3,637/4,100 against 3,987/4,835, 32 MiB 62,346/71,796 against
+// 66,023/76,332): each read waits for its owner to be scheduled.
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllreduceSingleCopy(int ranks, bool oversubscribed,
                                                                           Cores cores) {
-  if (ranks != 2 || oversubscribed) return {};
+  if (oversubscribed) return ranks >= 3 && ranks <= 4 ? SizeWindow{size_t{4} << 20, kNoUpperEnd} : SizeWindow{};
+  if (ranks != 2) return {};
   if (!cores.intel && !cores.far) return {size_t{2} << 20, size_t{3} << 20};
   return {size_t{2} << 20, size_t{8} << 20};
 }
