@@ -98,55 +98,20 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
     reduceSlices(node, mine, ownAt, sliceCount, piece + ownAt);
     node.reducer().finalize(mine, sliceCount);
     post(finished(round_));
-    if (!copiesOut) continue;
-    // This rank's own slice first: its copy needs no wait and covers the
-    // peers' last reductions.
-    for (int step = 0; step < ranks_; ++step) {
-      const int q = (localRank_ + step) % ranks_;
-      if (step > 0) FW_RETURN_IF_ERROR(await(q, finished(round_)));
-      resultCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es,
-                 streaming);
-    }
+    if (copiesOut) FW_RETURN_IF_ERROR(copyResultsOut(node, recv, first, slices, streaming));
   }
   return Status::ok();
 }
 
-// The rounds of reduceInRounds with no input copied into the segment:
-// rank r reads slice r of the round from every peer's send in place
-// (combineFromPeers) and combines it into its result area, from which
-// every rank copies it out as in the rounds. Each rank publishes its send
-// buffer in the first round; a peer's reads of round g end before it
-// posts finished(g), which every rank waits for before copying that
-// round's results out, so none returns while a peer may still read it.
-Status SharedMemoryNode::allreduceReadingInputs(CollectiveContext& node, const void* send, void* recv, size_t count) {
+// This rank's own slice first: its copy needs no wait and covers the
+// peers' last reductions.
+Status SharedMemoryNode::copyResultsOut(const CollectiveContext& node, void* recv, size_t first,
+                                        const ChunkLayout& slices, bool streaming) {
   const size_t es = node.elementSize();
-  const bool streaming = streams(count * es) && !overlaps(send, recv, count * es);
-  const size_t perRound = chunkBytes_ / es;
-  std::vector<uint64_t> bases(ranks_);
-  for (size_t first = 0; first < count; first += perRound, ++round_) {
-    const size_t length = std::min(perRound, count - first);
-    FW_RETURN_IF_ERROR(beginRound(node, kAllreduceReadingInputs, -1, count, 0));
-    if (first == 0) {
-      control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
-    }
-    arrive();
-    FW_RETURN_IF_ERROR(awaitAllArrivals());
-    if (first == 0) {
-      for (int p = 0; p < ranks_; ++p) bases[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
-    }
-    const ChunkLayout slices{length, ranks_, 0};
-    const size_t ownAt = (first + slices.chunkOffset(localRank_)) * es;
-    for (int p = 0; p < ranks_; ++p) peerBlocks_[p] = bases[p] + ownAt;
-    char* mine = result(localRank_, round_);
-    FW_RETURN_IF_ERROR(combineFromPeers(node, static_cast<const char*>(send) + ownAt, mine,
-                                        slices.chunkCount(localRank_) * es, false));
-    post(finished(round_));
-    for (int step = 0; step < ranks_; ++step) {
-      const int q = (localRank_ + step) % ranks_;
-      if (step > 0) FW_RETURN_IF_ERROR(await(q, finished(round_)));
-      resultCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es,
-                 streaming);
-    }
+  for (int step = 0; step < ranks_; ++step) {
+    const int q = (localRank_ + step) % ranks_;
+    if (step > 0) FW_RETURN_IF_ERROR(await(q, finished(round_)));
+    resultCopy(node.at(recv, first + slices.chunkOffset(q)), result(q, round_), slices.chunkCount(q) * es, streaming);
   }
   return Status::ok();
 }

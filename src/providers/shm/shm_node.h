@@ -120,7 +120,8 @@ class SharedMemoryNode final : public NodePhase {
   // definition).
   static SizeWindow defaultReduceScatterSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // The windows in use: allgather's and all-to-all's hold the size of one
-  // rank's block, broadcast's the buffer's.
+  // rank's block, broadcast's and allreduce's the buffer's, reduce-scatter's
+  // the whole input's.
   struct SingleCopyWindows {
     SizeWindow allgather, alltoall, broadcast, allreduce, reduceScatter;
     bool any() const {
@@ -385,6 +386,10 @@ class SharedMemoryNode final : public NodePhase {
   static constexpr size_t kAlltoallMessagesFromBytes = size_t{256} << 10;
   // allreduce (root < 0) or reduce, in rounds or, when small, in one.
   Status reduceInRounds(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
+  // A round's results, slices of elements [first, first + slices.count),
+  // each from its reducer's result area into recv once posted.
+  Status copyResultsOut(const CollectiveContext& node, void* recv, size_t first, const ChunkLayout& slices,
+                        bool streaming);
   // allreduce (root < 0) or reduce of a buffer that fits one round.
   Status reduceEverywhere(CollectiveContext& node, const void* send, void* recv, size_t count, int root);
   // The same for one of at most kInlineBytes, in the inline rounds.

@@ -1,8 +1,9 @@
 // The shared-memory provider's single-copy rounds: a rank reads what it
 // needs straight from its owner's buffer with process_vm_readv (one copy
 // instead of the segment's two; an in-place all-to-all also writes with
-// process_vm_writev), in one round per call; which sizes take them are
-// the node's single-copy windows (shm_windows.cc).
+// process_vm_writev), in one round per call (the reductions: two, or the
+// segment's rounds with only their inputs read in place); which sizes
+// take them are the node's single-copy windows (shm_windows.cc).
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "algorithms/context.h"
 #include "providers/shm/shm_copy.h"
@@ -202,6 +204,41 @@ Status SharedMemoryNode::allreduceInPlace(CollectiveContext& node, const void* s
   }
   ++round_;
   return awaitPeersDone(node, kAllreduceInPlace, count);
+}
+
+// The rounds of reduceInRounds with no input copied into the segment:
+// rank r reads slice r of the round from every peer's send in place
+// (combineFromPeers) and combines it into its result area, from which
+// every rank copies it out as in the rounds. Each rank publishes its send
+// buffer in the first round; a peer's reads of round g end before it
+// posts finished(g), which every rank waits for before copying that
+// round's results out, so none returns while a peer may still read it.
+Status SharedMemoryNode::allreduceReadingInputs(CollectiveContext& node, const void* send, void* recv, size_t count) {
+  const size_t es = node.elementSize();
+  const bool streaming = streams(count * es) && !overlaps(send, recv, count * es);
+  const size_t perRound = chunkBytes_ / es;
+  std::vector<uint64_t> bases(ranks_);
+  for (size_t first = 0; first < count; first += perRound, ++round_) {
+    const size_t length = std::min(perRound, count - first);
+    FW_RETURN_IF_ERROR(beginRound(node, kAllreduceReadingInputs, -1, count, 0));
+    if (first == 0) {
+      control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
+    }
+    arrive();
+    FW_RETURN_IF_ERROR(awaitAllArrivals());
+    if (first == 0) {
+      for (int p = 0; p < ranks_; ++p) bases[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+    }
+    const ChunkLayout slices{length, ranks_, 0};
+    const size_t ownAt = (first + slices.chunkOffset(localRank_)) * es;
+    for (int p = 0; p < ranks_; ++p) peerBlocks_[p] = bases[p] + ownAt;
+    char* mine = result(localRank_, round_);
+    FW_RETURN_IF_ERROR(combineFromPeers(node, static_cast<const char*>(send) + ownAt, mine,
+                                        slices.chunkCount(localRank_) * es, false));
+    post(finished(round_));
+    FW_RETURN_IF_ERROR(copyResultsOut(node, recv, first, slices, streaming));
+  }
+  return Status::ok();
 }
 
 // Every rank publishes where its blocks lie: the base of a buffer cut by
