@@ -343,7 +343,8 @@ class SharedMemoryNode final : public NodePhase {
   // allreduceInPlace's reads with the rounds' results (see the definition).
   Status allreduceReadingInputs(CollectiveContext& node, const void* send, void* recv, size_t count);
   // What the single-copy reductions share (see the definitions).
-  Status combineFromPeers(CollectiveContext& node, const char* own, char* dst, size_t bytes, bool streaming);
+  Status combineFromPeers(CollectiveContext& node, size_t from, const char* own, char* dst, size_t bytes,
+                          bool streaming);
   Status awaitPeersDone(CollectiveContext& node, Kind kind, uint64_t count);
   // The round allgatherInPlace and alltoallInPlace run (see the definition).
   template <typename CopyOwn, typename ReadFrom>
@@ -425,8 +426,9 @@ class SharedMemoryNode final : public NodePhase {
   // An in-place single-copy all-to-all's peers whose blocks landed in the
   // staging area (alltoallInPlace), by local rank.
   std::vector<uint8_t> landedFrom_;
-  // Where the block a single-copy reduction reads lies in each peer's
-  // address space (combineFromPeers), by local rank.
+  // Where a single-copy reduction reads in each peer's address space
+  // (combineFromPeers), by local rank: the peer's buffer, or in a
+  // reduce-scatter the block this rank reduces.
   std::vector<uint64_t> peerBlocks_;
 };
 

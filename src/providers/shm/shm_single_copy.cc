@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "algorithms/context.h"
 #include "providers/shm/shm_copy.h"
@@ -189,11 +188,10 @@ Status SharedMemoryNode::allreduceInPlace(CollectiveContext& node, const void* s
   mine.userResult[round_ % 2].store(reinterpret_cast<uintptr_t>(recv), std::memory_order_relaxed);
   arrive();
   FW_RETURN_IF_ERROR(awaitAllArrivals());
-  for (int p = 0; p < ranks_; ++p) {
-    peerBlocks_[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed) + ownAt;
-  }
+  for (int p = 0; p < ranks_; ++p) peerBlocks_[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
   // Its slice stays in the cache: the peers read it next.
-  FW_RETURN_IF_ERROR(combineFromPeers(node, static_cast<const char*>(send) + ownAt, out + ownAt, ownBytes, false));
+  FW_RETURN_IF_ERROR(
+      combineFromPeers(node, ownAt, static_cast<const char*>(send) + ownAt, out + ownAt, ownBytes, false));
   post(finished(round_));
   for (int step = 1; step < ranks_; ++step) {
     const int q = (localRank_ + step) % ranks_;
@@ -217,7 +215,6 @@ Status SharedMemoryNode::allreduceReadingInputs(CollectiveContext& node, const v
   const size_t es = node.elementSize();
   const bool streaming = streams(count * es) && !overlaps(send, recv, count * es);
   const size_t perRound = chunkBytes_ / es;
-  std::vector<uint64_t> bases(ranks_);
   for (size_t first = 0; first < count; first += perRound, ++round_) {
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kAllreduceReadingInputs, -1, count, 0));
@@ -227,13 +224,13 @@ Status SharedMemoryNode::allreduceReadingInputs(CollectiveContext& node, const v
     arrive();
     FW_RETURN_IF_ERROR(awaitAllArrivals());
     if (first == 0) {
-      for (int p = 0; p < ranks_; ++p) bases[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+      for (int p = 0; p < ranks_; ++p) {
+        peerBlocks_[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+      }
     }
     const ChunkLayout slices{length, ranks_, 0};
     const size_t ownAt = (first + slices.chunkOffset(localRank_)) * es;
-    for (int p = 0; p < ranks_; ++p) peerBlocks_[p] = bases[p] + ownAt;
-    char* mine = result(localRank_, round_);
-    FW_RETURN_IF_ERROR(combineFromPeers(node, static_cast<const char*>(send) + ownAt, mine,
+    FW_RETURN_IF_ERROR(combineFromPeers(node, ownAt, static_cast<const char*>(send) + ownAt, result(localRank_, round_),
                                         slices.chunkCount(localRank_) * es, false));
     post(finished(round_));
     FW_RETURN_IF_ERROR(copyResultsOut(node, recv, first, slices, streaming));
@@ -277,21 +274,21 @@ Status SharedMemoryNode::reduceScatterInPlace(CollectiveContext& node, const Inp
   const char* own = in.at(localRank_, 0);
   const size_t ownBytes = blocks.chunkCount(localRank_) * es;
   const bool streaming = streams(ownBytes) && !overlaps(own, out, ownBytes);
-  FW_RETURN_IF_ERROR(combineFromPeers(node, own, static_cast<char*>(out), ownBytes, streaming));
+  FW_RETURN_IF_ERROR(combineFromPeers(node, 0, own, static_cast<char*>(out), ownBytes, streaming));
   post(finished(round_));
   ++round_;
   return awaitPeersDone(node, kReduceScatterInPlace, blocks.count);
 }
 
-// dst = every rank's block in rank order, this rank's at own, each peer's
-// at peerBlocks_[p] in its address space: the peers' read a piece at a
-// time into a bounce buffer that stays in the cache (kReducePieceBytes
-// each). A rank from 2 on whose dst overlaps own (in place) would
-// overwrite own before the rank-order combine reads it: own passes through
-// the bounce buffer too. streaming: each piece is combined in the cache
-// and goes on to dst with streaming stores.
-Status SharedMemoryNode::combineFromPeers(CollectiveContext& node, const char* own, char* dst, size_t bytes,
-                                          bool streaming) {
+// dst = every rank's block in rank order, this rank's at own, each
+// peer's `from` bytes past peerBlocks_[p] in its address space: the
+// peers' read a piece at a time into a bounce buffer that stays in the
+// cache (kReducePieceBytes each). A rank from 2 on whose dst overlaps own
+// (in place) would overwrite own before the rank-order combine reads it:
+// own passes through the bounce buffer too. streaming: each piece is
+// combined in the cache and goes on to dst with streaming stores.
+Status SharedMemoryNode::combineFromPeers(CollectiveContext& node, size_t from, const char* own, char* dst,
+                                          size_t bytes, bool streaming) {
   const size_t es = node.elementSize();
   const size_t piece = std::max<size_t>(kReducePieceBytes / es, 1) * es;
   char* bounce = node.stagingBytes(piece * static_cast<size_t>(ranks_ + (streaming ? 1 : 0)));
@@ -302,7 +299,7 @@ Status SharedMemoryNode::combineFromPeers(CollectiveContext& node, const char* o
     for (int p = 0; p < ranks_; ++p) {
       char* staged = bounce + static_cast<size_t>(p) * piece;
       if (p != localRank_) {
-        FW_RETURN_IF_ERROR(readPeer(p, staged, peerBlocks_[p] + at, length));
+        FW_RETURN_IF_ERROR(readPeer(p, staged, peerBlocks_[p] + from + at, length));
       } else if (ownThroughBounce) {
         segmentCopy(staged, own + at, length);
       }
