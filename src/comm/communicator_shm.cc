@@ -146,7 +146,7 @@ Status Communicator::attachSharedMemory() {
   const auto windowsFor = [&](SharedMemoryNode::Cores cores) {
     if (!config_.shmSingleCopySet) return SharedMemoryNode::defaultSingleCopyWindows(local, oversubscribed, cores);
     const Window chosen{config_.shmSingleCopyMin, config_.shmSingleCopyMax};
-    return Windows{chosen, chosen, chosen, chosen, chosen};
+    return Windows{chosen, chosen, chosen, chosen, chosen, SharedMemoryNode::defaultStagesAlltoallInPlace(cores)};
   };
   const Windows near = windowsFor(SharedMemoryNode::coresOf(intel, 0));
   const Windows far = windowsFor(SharedMemoryNode::coresOf(intel, SharedMemoryNode::kFarRoundTripNs));
@@ -175,9 +175,13 @@ Status Communicator::attachSharedMemory() {
                                  : " (the cores' round trip " + std::to_string(agreedRoundTripNs) + " ns: " +
                                        (agreedRoundTripNs >= SharedMemoryNode::kFarRoundTripNs ? "far" : "near") +
                                        ")";
+    const size_t stagedUpTo = shm->alltoallStagedBlockBytes();
+    const std::string staged = windows.alltoall.min != 0 && stagedUpTo >= windows.alltoall.min
+                                   ? " (in place staged in the segment up to " + byteText(stagedUpTo) + ")"
+                                   : "";
     const std::string singleCopy =
         readable ? "allgather blocks " + sizes(windows.allgather) + ", all-to-all blocks " +
-                            sizes(windows.alltoall) + ", broadcasts " + sizes(windows.broadcast) +
+                            sizes(windows.alltoall) + staged + ", broadcasts " + sizes(windows.broadcast) +
                             ", allreduces " + sizes(windows.allreduce) + ", reduce-scatters " +
                             sizes(windows.reduceScatter) + cores
         : !wanted     ? std::string(config_.shmSingleCopySet ? "off (FAIRWAY_SHM_SINGLE_COPY_BYTES=0)"

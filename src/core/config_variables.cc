@@ -238,7 +238,7 @@ std::vector<ConfigVariable> makeTable() {
         "cache line's round trip under 300 ns, else 16K-4M, 16K-4M and 16K-16M), allreduces of 2M-8M (2M-3M "
         "between near cores on CPUs other than Intel's) and, between far cores on CPUs other than Intel's, "
         "reduce-scatters of 32K-16M in place, and more "
-        "ranks than CPUs all-to-all blocks from 64K on Intel CPUs (256K on others; 32K from 8 ranks), "
+        "ranks than CPUs all-to-all blocks from 64K on Intel CPUs (128K on others; 32K from 8 ranks), "
         "reduce-scatters from 1M (4M past 4 ranks) and, on 3 or 4 ranks, allreduces' inputs from 4M, where "
         "that measured faster than two copies; two copies "
         "serve the rest (docs/DESIGN.md, \"Single copies\")",

@@ -341,21 +341,25 @@ void onRanksWithSingleCopies(std::initializer_list<int> rankCounts, Body body, c
 }
 
 // Single-copy all-to-all (from 1 byte) on 2 and 4 ranks: ranks in place
-// swap blocks pairwise (half each, through a 64 KiB bounce buffer, so the
-// larger blocks take several pieces), while a rank out of place among
-// them is only read from and its blocks land in staging first. Bytes at
+// stage blocks of up to a quarter of the streaming bytes over the ranks
+// squared (16 KiB on 4 ranks, 64 KiB on 2) in the segment where the
+// windows say so (CPUs other than Intel's; on 2 ranks, near cores), and
+// swap larger ones pairwise (half
+// each, through a 64 KiB bounce buffer, so the larger blocks take several
+// pieces), while a rank out of place among them is only read from and the
+// blocks it sends a swapping rank land in staging first. Bytes at
 // odd addresses, odd counts (a pair's halves differ by one), every rank in
 // place, only the odd ones, none; block j of rank r lands as block r on
 // rank j, and nothing outside the buffer is written. Results stream from
 // 1 MiB of the node's outputs: out of place on 4 ranks the two larger
 // counts' blocks are read through the bounce buffer in pieces (of 256 KiB
 // and a rest), and land with streaming stores at odd addresses.
-TEST_F(SharedMemory, AllToAllInPlaceSwapsBlocksPairwise) {
+TEST_F(SharedMemory, AllToAllInPlaceStagesOrSwapsBlocks) {
   onRanksWithSingleCopies({2, 4}, [](const RankContext& ctx, fwComm_t comm) {
     int failures = 0;
     const int n = ctx.nranks;
     auto value = [](int from, int to, size_t i) { return static_cast<uint8_t>(from * 31 + to * 7 + i * 13 + i / 251); };
-    for (size_t count : {size_t{1}, size_t{3}, size_t{65537}, size_t{200001}}) {
+    for (size_t count : {size_t{1}, size_t{3}, size_t{4099}, size_t{65537}, size_t{200001}}) {
       for (int mode : {0, 1, 2}) {  // every rank in place, the odd ones only, none
         const bool inPlace = mode == 0 || (mode == 1 && ctx.rank % 2 == 1);
         // One byte in front and one behind: the buffers sit at odd addresses.
@@ -558,9 +562,11 @@ TEST_F(SharedMemory, SingleCopyAllgatherAndBroadcast) {
     return failures;
   }, &outcomes);
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
-  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1, broadcasts from 1, allreduces from 1, reduce-scatters from 1"),
-            std::string::npos)
+  // (Between the all-to-all's window and the broadcasts', where in-place
+  // all-to-all blocks stage in the segment, the sizes that do.)
+  EXPECT_NE(text.find("single-copy reads: allgather blocks from 1, all-to-all blocks from 1"), std::string::npos)
       << text;
+  EXPECT_NE(text.find("broadcasts from 1, allreduces from 1, reduce-scatters from 1"), std::string::npos) << text;
   EXPECT_NE(text.find("results stream past the caches from 1M of the node's outputs (FAIRWAY_SHM_STREAM_BYTES)"),
             std::string::npos)
       << text;
@@ -615,6 +621,18 @@ TEST_F(SharedMemory, TwoRanksChooseTheirWindowsByTheirCoresRoundTrip) {
     } else {
       EXPECT_NE(line.find("round trip not measured: near"), std::string::npos) << line;
     }
+    EXPECT_NE(line.find(far ? "all-to-all blocks of 16K-4M, " : "all-to-all blocks of 512K-2M"), std::string::npos)
+        << line;
+    // Near, in-place blocks of 512 KiB stage where a sixteenth of the
+    // node's streaming bytes (its last-level cache) holds them.
+    const size_t streamAt = line.find("results stream past the caches from ");
+    ASSERT_NE(streamAt, std::string::npos) << line;
+    char* unit = nullptr;
+    size_t streamBytes = std::strtoull(line.c_str() + streamAt + std::strlen("results stream past the caches from "),
+                                       &unit, 10);
+    streamBytes <<= *unit == 'G' ? 30 : *unit == 'M' ? 20 : *unit == 'K' ? 10 : 0;
+    const bool staged = !far && streamBytes / 16 >= 512 * 1024;
+    EXPECT_EQ(line.find("in place staged in the segment up to 512K") != std::string::npos, staged) << line;
     EXPECT_NE(line.find(far ? "broadcasts of 16K-16M" : "broadcasts of 2M-3M"), std::string::npos) << line;
     EXPECT_NE(line.find(far ? "allreduces of 2M-8M" : "allreduces of 2M-3M"), std::string::npos) << line;
     EXPECT_NE(line.find(far ? "reduce-scatters of 32K-16M" : "reduce-scatters none"), std::string::npos) << line;

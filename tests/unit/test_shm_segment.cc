@@ -207,9 +207,9 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
       EXPECT_FALSE(SharedMemoryNode::defaultAllgatherSingleCopy(ranks, true, cores).holds(1 * kMiB));
     }
     // More ranks than CPUs: all-to-all from 32 KiB blocks at 8 ranks and
-    // more, below that from 64 KiB on Intel CPUs and 256 KiB on others,
+    // more, below that from 64 KiB on Intel CPUs and 128 KiB on others,
     // near or far (no two ranks' cores are measured there).
-    const size_t fewRanksFrom = cores.intel ? 64 * kKiB : 256 * kKiB;
+    const size_t fewRanksFrom = cores.intel ? 64 * kKiB : 128 * kKiB;
     for (auto [ranks, from] : {std::pair{3, fewRanksFrom}, std::pair{4, fewRanksFrom}, std::pair{7, fewRanksFrom},
                                std::pair{8, 32 * kKiB}, std::pair{16, 32 * kKiB}}) {
       const auto alltoall = SharedMemoryNode::defaultAlltoallSingleCopy(ranks, true, cores);
@@ -217,6 +217,11 @@ TEST(ShmSegment, DefaultSingleCopyWindow) {
       EXPECT_TRUE(alltoall.holds(from)) << ranks << " ranks";
       EXPECT_TRUE(alltoall.holds(size_t{1} << 32)) << ranks << " ranks: no upper end";
     }
+    // In place, all-to-all blocks are staged in the segment, not swapped,
+    // on other CPUs' near cores (and wherever no two ranks' cores are
+    // measured, as with more ranks than CPUs).
+    EXPECT_EQ(SharedMemoryNode::defaultStagesAlltoallInPlace(cores), narrow);
+    EXPECT_EQ(SharedMemoryNode::defaultSingleCopyWindows(4, true, cores).stagesAlltoall, narrow);
     // Broadcasts: 32 KiB (below, the segment's rounds run ahead) to 32 MiB
     // on Intel CPUs; on others 2 to 3 MiB between near cores, 16 KiB to 16
     // MiB between far ones.

@@ -100,7 +100,7 @@ class SharedMemoryNode final : public NodePhase {
   static SizeWindow defaultAllgatherSingleCopy(int ranks, bool oversubscribed, Cores cores);
   // All-to-all blocks: 16 KiB to 16 MiB with 2 ranks and a CPU each on
   // Intel CPUs, on others 512 KiB to 2 MiB between near cores and 16 KiB
-  // to 4 MiB between far ones; with more ranks than CPUs from 64 KiB (256
+  // to 4 MiB between far ones; with more ranks than CPUs from 64 KiB (128
   // KiB on others; 32 KiB at 8 ranks or more), with no upper end (see the
   // definition).
   static SizeWindow defaultAlltoallSingleCopy(int ranks, bool oversubscribed, Cores cores);
@@ -122,16 +122,22 @@ class SharedMemoryNode final : public NodePhase {
   // The windows in use: allgather's and all-to-all's hold the size of one
   // rank's block, broadcast's and allreduce's the buffer's, reduce-scatter's
   // the whole input's.
+  // stagesAlltoall: whether an in-place all-to-all in its window stages
+  // its blocks in the segment where they fit (alltoallStagedBlockBytes)
+  // instead of swapping them with its peers.
   struct SingleCopyWindows {
     SizeWindow allgather, alltoall, broadcast, allreduce, reduceScatter;
+    bool stagesAlltoall = false;
     bool any() const {
       return allgather.min || alltoall.min || broadcast.min || allreduce.min || reduceScatter.min;
     }
     bool operator==(const SingleCopyWindows& o) const {
       return allgather == o.allgather && alltoall == o.alltoall && broadcast == o.broadcast &&
-             allreduce == o.allreduce && reduceScatter == o.reduceScatter;
+             allreduce == o.allreduce && reduceScatter == o.reduceScatter && stagesAlltoall == o.stagesAlltoall;
     }
   };
+  // Whether in-place all-to-alls stage their blocks (see the definition).
+  static bool defaultStagesAlltoallInPlace(Cores cores);
   // Where the node's outputs together start to stream past the cache
   // (streams()): the last-level cache of this process's CPU, as sysfs
   // under cpuDir (/sys/devices/system/cpu/cpuN) describes it, or
@@ -146,9 +152,15 @@ class SharedMemoryNode final : public NodePhase {
             defaultAlltoallSingleCopy(ranks, oversubscribed, cores),
             defaultBroadcastSingleCopy(ranks, oversubscribed, cores),
             defaultAllreduceSingleCopy(ranks, oversubscribed, cores),
-            defaultReduceScatterSingleCopy(ranks, oversubscribed, cores)};
+            defaultReduceScatterSingleCopy(ranks, oversubscribed, cores),
+            defaultStagesAlltoallInPlace(cores)};
   }
   void enableSingleCopy(const SingleCopyWindows& windows) { singleCopy_ = windows; }
+  // The largest all-to-all block an in-place single-copy call stages in
+  // the segment (0: none): where the windows say so, while the node's
+  // staged blocks stay within a quarter of its last-level cache and a
+  // rank's fit one round (see defaultStagesAlltoallInPlace).
+  size_t alltoallStagedBlockBytes() const;
   int localRank() const { return localRank_; }
   int ranks() const { return ranks_; }
   size_t chunkBytes() const { return chunkBytes_; }
@@ -347,9 +359,11 @@ class SharedMemoryNode final : public NodePhase {
                           bool streaming);
   Status awaitPeersDone(CollectiveContext& node, Kind kind, uint64_t count);
   // The round allgatherInPlace and alltoallInPlace run (see the definition).
-  template <typename CopyOwn, typename ReadFrom>
+  template <typename Stage, typename CopyOwn, typename ReadFrom>
   Status singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count, const void* published,
-                         bool publishedIsOutput, CopyOwn copyOwn, ReadFrom readFrom);
+                         bool publishedIsOutput, size_t inputBytes, Stage stage, CopyOwn copyOwn,
+                         ReadFrom readFrom);
+
   // An in-place all-to-all's swap of a pair's blocks goes through a bounce
   // buffer of at most this size (alltoallInPlace).
   static constexpr size_t kSwapPieceBytes = size_t{64} << 10;

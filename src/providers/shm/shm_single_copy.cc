@@ -79,18 +79,21 @@ Status SharedMemoryNode::peerTransfer(int peer, void* local, uint64_t remote, si
 }
 
 // One round of single-copy reads: this rank publishes `published` (and
-// whether it is also its output), runs copyOwn while its peers read from
+// whether it is also its output), runs stage (which may fill inputBytes
+// of its input area: every rank of the node passes the same inputBytes,
+// so their rings stay in step), runs copyOwn while its peers read from
 // it, reads from each peer's published address (readFrom(q, address); the
 // next peer first, so ranks do not all read one at once), and returns only
 // once every peer has read from it.
-template <typename CopyOwn, typename ReadFrom>
+template <typename Stage, typename CopyOwn, typename ReadFrom>
 Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count,
-                                         const void* published, bool publishedIsOutput, CopyOwn copyOwn,
-                                         ReadFrom readFrom) {
-  FW_RETURN_IF_ERROR(beginRound(node, kind, -1, count, 0));
+                                         const void* published, bool publishedIsOutput, size_t inputBytes,
+                                         Stage stage, CopyOwn copyOwn, ReadFrom readFrom) {
+  FW_RETURN_IF_ERROR(beginRound(node, kind, -1, count, inputBytes));
   Control& mine = control(localRank_);
   mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
   mine.publishedInPlace[round_ % 2].store(publishedIsOutput ? 1 : 0, std::memory_order_relaxed);
+  stage();
   arrive();
   FW_RETURN_IF_ERROR(copyOwn());
   for (int step = 1; step < ranks_; ++step) {
@@ -108,12 +111,16 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 // peer's from there (out of place into a buffer that streams, through a
 // bounce buffer: readPeerThrough). In place (send == recv) this rank's
 // block for q lies where q's block for it must land:
-// - with a peer in place too, the two swap those blocks, each doing one
-//   half (the lower rank the first) through a bounce buffer that stays in
-//   the cache: read the peer's piece into it, write this rank's piece
-//   into the peer's place, copy the bounce buffer into this rank's place.
-//   Each byte is read and written once, the work split evenly, and no
-//   rank waits for another's reads before writing its own buffer;
+// - where the windows stage blocks of this size (alltoallStagedBlockBytes),
+//   the rank copies its blocks there first and
+//   its peers read them from there with plain copies, so it reads every
+//   peer's block straight into place;
+// - else, with a peer in place too, the two swap those blocks, each doing
+//   one half (the lower rank the first) through a bounce buffer that
+//   stays in the cache: read the peer's piece into it, write this rank's
+//   piece into the peer's place, copy the bounce buffer into this rank's
+//   place. Each byte is read and written once, the work split evenly, and
+//   no rank waits for another's reads before writing its own buffer;
 // - with a peer out of place (a rank's call may be either), that peer
 //   reads the block where it lies, so the block read from it lands in the
 //   staging area and goes into place once every peer has read.
@@ -122,17 +129,34 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   const size_t bytes = blockCount * es;
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
-  if (send != recv) {
+  const bool staged = bytes <= alltoallStagedBlockBytes();
+  const size_t stagedBytes = staged ? bytes * static_cast<size_t>(ranks_) : 0;
+  const auto peerStaged = [&](int q) {
+    return staged && control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) != 0;
+  };
+  const auto noStage = [] {};
+  if (send != recv || staged) {
     // Out of place into a buffer past the caches, every block streams.
-    const bool streaming = streams(bytes * static_cast<size_t>(ranks_));
+    const bool streaming = send != recv && streams(bytes * static_cast<size_t>(ranks_));
     char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
+    const auto stage = [&] {
+      if (send != recv) return;
+      char* area = input(localRank_);
+      for (int q = 0; q < ranks_; ++q) {
+        if (q != localRank_) segmentCopy(area + q * bytes, in + q * bytes, bytes);
+      }
+    };
     return singleCopyRound(
-        node, kAlltoallInPlace, blockCount, send, false,
+        node, kAlltoallInPlace, blockCount, send, send == recv, stagedBytes, stage,
         [&] {
-          resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, streaming);
+          if (send != recv) resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, streaming);
           return Status::ok();
         },
         [&](int q, uint64_t theirs) {
+          if (peerStaged(q)) {
+            resultCopy(out + q * bytes, input(q) + localRank_ * bytes, bytes, streaming);
+            return Status::ok();
+          }
           return readPeerThrough(q, out + q * bytes, theirs + localRank_ * bytes, bytes, bounce);
         });
   }
@@ -142,7 +166,7 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   char* landed = bounce + bounceBytes;
   std::fill(landedFrom_.begin(), landedFrom_.end(), 0);
   FW_RETURN_IF_ERROR(singleCopyRound(
-      node, kAlltoallInPlace, blockCount, send, true, [] { return Status::ok(); },
+      node, kAlltoallInPlace, blockCount, send, true, 0, noStage, [] { return Status::ok(); },
       [&](int q, uint64_t theirs) {
         const uint64_t theirBlock = theirs + localRank_ * bytes;
         if (control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) == 0) {
@@ -345,7 +369,7 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
   const bool streaming = own != ownInOut && streams(blocks.count * es);
   char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
   return singleCopyRound(
-      node, kAllgatherInPlace, blocks.count, published, false,
+      node, kAllgatherInPlace, blocks.count, published, false, 0, [] {},
       [&] {
         if (published == ownInOut) return Status::ok();
         if (!streaming) return node.copy(ownInOut, own, ownCount);

@@ -182,6 +182,11 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAllgatherSingleCopy(int ra
 // 512 KiB 110/133 against 219/168, 4 MiB 2.97/1.29 ms against 3.33/1.71;
 // at 8 MiB they lost out of place (5.9 against 5.5 ms) and won in place
 // (2.9 against 3.5).
+// Once an in-place call staged blocks of up to 128 KiB on 4 ranks
+// (defaultStagesAlltoallInPlace), 128 KiB blocks (512 KiB all-to-alls)
+// joined the window there, us a call, out of place / in place, medians
+// of 12 runs in ABBA order: 156/96 read against 214/87 in rounds; 64 KiB
+// blocks still lost out of place (87 against 57).
 SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ranks, bool oversubscribed,
                                                                          Cores cores) {
   if (!oversubscribed) {
@@ -192,7 +197,35 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultAlltoallSingleCopy(int ran
   }
   if (ranks < 3) return {};
   if (ranks >= 8) return {size_t{32} << 10, kNoUpperEnd};
-  return {cores.intel ? size_t{64} << 10 : size_t{256} << 10, kNoUpperEnd};
+  return {cores.intel ? size_t{64} << 10 : size_t{128} << 10, kNoUpperEnd};
+}
+
+// In place, a rank's block for q lies where q's block for it must land.
+// Swapping each pair's blocks (two system calls a piece) moves every
+// byte once; staging copies the rank's blocks into its input area first,
+// where its peers read them with plain copies, and reads each peer's
+// block straight into place. Measured on AMD EPYC, us a call in place,
+// swaps against staged blocks, medians of 4-16 runs in ABBA order, filed
+// near or far by the cores' round trip before each run:
+//   2 ranks, near: 32 KiB all-to-alls 4.6 against 3.7, 128 KiB 10.1
+//     against 5.9, 1 MiB 126 against 44 (in rounds 49); far: the swaps
+//     won, 32 KiB 6.9 against 8.3, 128 KiB 11.8 against 21.8, 1 MiB 130
+//     against 167;
+//   4 ranks on 2 cores: 512 KiB (128 KiB blocks) 216 against 143 near,
+//     211 against 198 far; 1 MiB 432 against 567 near, 440 against 480
+//     far;
+//   8 ranks on 2 cores: 256 KiB (32 KiB blocks) 275 against 151 near,
+//     296 against 244 far; 512 KiB 492 against 640, 503 against 539.
+// Staging won while the node's staged blocks came to 2 MiB or less (a
+// quarter of the 8 MiB last-level cache: the staged copies and the
+// buffers stay in it) and lost beyond. Out of place nothing changed.
+// Intel Xeon has not been measured: there the swaps stay.
+bool SharedMemoryNode::defaultStagesAlltoallInPlace(Cores cores) { return !cores.intel && !cores.far; }
+
+size_t SharedMemoryNode::alltoallStagedBlockBytes() const {
+  if (!singleCopy_.stagesAlltoall) return 0;
+  const size_t ranks = static_cast<size_t>(ranks_);
+  return std::min(streamingNodeBytes_ / 4 / (ranks * ranks), chunkBytes_ / ranks);
 }
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
