@@ -658,7 +658,8 @@ class SameDraws {
 
 // Rounds of every size one after another, so each input region is placed
 // after regions of other sizes (round_ring.h): on 2 ranks rounds from 4
-// or 32 KiB (by CPU) walk the ring, on 3 they keep to its halves. Every value is checked,
+// or 32 KiB (by CPU) walk the ring, on 3 they keep to its halves. All-to-
+// alls run in place on any mix of ranks. Every value is checked,
 // and one rank now and then falls behind, so a region written while a
 // peer still read it would show. The buffers sit at a different offset
 // from a cache line on each rank and in each call, so a round of copies
@@ -672,8 +673,10 @@ int mixedRounds(const RankContext& ctx) {
   for (int call = 0; call < 120 && failures == 0; ++call) {
     // 1 KiB to 640 KiB per rank: under, at and past each slot size.
     const size_t count = 256 + next(160 * 1024);
-    const int kind = static_cast<int>(next(4));
+    const int kind = static_cast<int>(next(5));
     const bool lag = next(3) == 0;  // drawn on every rank, so the sequences stay alike
+    // Which ranks call an all-to-all in place: every mix of them.
+    const bool inPlace = (next(uint64_t{1} << n) >> ctx.rank) & 1;
     if (lag && ctx.rank == call % n) usleep(200);
     size_t wrong = 0;
     auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 131 + (i * 7) % 1009); };
@@ -695,6 +698,19 @@ int mixedRounds(const RankContext& ctx) {
       if (ctx.rank == root) for (size_t i = 0; i < count; ++i) buf[i] = value(root, i);
       RANK_CHECK(ctx, fwBroadcast(buf, buf, count, fwInt32, root, comm, nullptr) == fwSuccess, "broadcast");
       for (size_t i = 0; i < count; ++i) wrong += buf[i] != value(root, i);
+    } else if (kind == 4) {  // all-to-all, blocks of count / n
+      const size_t block = count / n;
+      std::vector<int32_t> sendStorage(block * n + 32), recvStorage(block * n + 32, -1);
+      int32_t* send = skewedBuffer(sendStorage, skew);
+      int32_t* recv = inPlace ? send : skewedBuffer(recvStorage, (skew + 5) % 16);
+      auto sent = [&](int from, int to, size_t i) { return value(from, to * block + i); };
+      for (int to = 0; to < n; ++to) {
+        for (size_t i = 0; i < block; ++i) send[to * block + i] = sent(ctx.rank, to, i);
+      }
+      RANK_CHECK(ctx, fwAllToAll(send, recv, block, fwInt32, comm, nullptr) == fwSuccess, "alltoall");
+      for (int from = 0; from < n; ++from) {
+        for (size_t i = 0; i < block; ++i) wrong += recv[from * block + i] != sent(from, ctx.rank, i);
+      }
     } else {  // allreduce, or reduce-scatter of count per rank
       const size_t total = kind == 2 ? count : count * n;
       std::vector<int32_t> mine(total), out(kind == 2 ? total : count, -1);
@@ -718,17 +734,30 @@ int mixedRounds(const RankContext& ctx) {
   return failures;
 }
 
+// With the default single-copy windows and with every size from 16 KiB
+// read in place: calls in rounds then lie between single copies, and
+// in-place all-to-alls that stage their blocks in the segment (up to a
+// quarter of 1 MiB over the ranks squared: 64 KiB blocks on 2 ranks, 28
+// KiB on 3, where the windows stage) place them in the same ring as the
+// rounds.
 TEST_F(SharedMemory, RoundsOfMixedSizesNeverOverwriteWhatAPeerReads) {
   // The default chunk (4 MiB with more ranks than CPUs), the one of a CPU
   // per rank, and one of no whole number of cache lines (never halved).
   for (const std::string chunk : {"", "262144", "100000"}) {
-    for (int nranks : {2, 3}) {
-      SCOPED_TRACE(std::to_string(nranks) + " ranks, chunk " + (chunk.empty() ? "default" : chunk));
-      auto outcomes = runRanks(nranks, [&chunk](const RankContext& ctx) {
-        if (!chunk.empty()) setenv("FAIRWAY_SHM_CHUNK_BYTES", chunk.c_str(), 1);
-        return mixedRounds(ctx);
-      });
-      for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+    for (const std::string singleCopy : {"", "16K"}) {
+      for (int nranks : {2, 3}) {
+        SCOPED_TRACE(std::to_string(nranks) + " ranks, chunk " + (chunk.empty() ? "default" : chunk) +
+                     ", single copies " + (singleCopy.empty() ? "by default" : "from " + singleCopy));
+        auto outcomes = runRanks(nranks, [&](const RankContext& ctx) {
+          if (!chunk.empty()) setenv("FAIRWAY_SHM_CHUNK_BYTES", chunk.c_str(), 1);
+          if (!singleCopy.empty()) {
+            setenv("FAIRWAY_SHM_SINGLE_COPY_BYTES", singleCopy.c_str(), 1);
+            setenv("FAIRWAY_SHM_STREAM_BYTES", "1M", 1);
+          }
+          return mixedRounds(ctx);
+        });
+        for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+      }
     }
   }
 }
