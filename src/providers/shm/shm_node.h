@@ -363,7 +363,6 @@ class SharedMemoryNode final : public NodePhase {
   Status singleCopyRound(const CollectiveContext& node, Kind kind, uint64_t count, const void* published,
                          bool publishedIsOutput, size_t inputBytes, Stage stage, CopyOwn copyOwn,
                          ReadFrom readFrom);
-
   // An in-place all-to-all's swap of a pair's blocks goes through a bounce
   // buffer of at most this size (alltoallInPlace).
   static constexpr size_t kSwapPieceBytes = size_t{64} << 10;

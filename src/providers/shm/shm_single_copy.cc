@@ -112,9 +112,9 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 // bounce buffer: readPeerThrough). In place (send == recv) this rank's
 // block for q lies where q's block for it must land:
 // - where the windows stage blocks of this size (alltoallStagedBlockBytes),
-//   the rank copies its blocks there first and
-//   its peers read them from there with plain copies, so it reads every
-//   peer's block straight into place;
+//   the rank copies its blocks into its input area first, its peers read
+//   them from there with plain copies, and it reads every peer's block
+//   straight into place;
 // - else, with a peer in place too, the two swap those blocks, each doing
 //   one half (the lower rank the first) through a bounce buffer that
 //   stays in the cache: read the peer's piece into it, write this rank's
@@ -129,27 +129,26 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   const size_t bytes = blockCount * es;
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
+  const bool inPlace = send == recv;
   const bool staged = bytes <= alltoallStagedBlockBytes();
-  const size_t stagedBytes = staged ? bytes * static_cast<size_t>(ranks_) : 0;
-  const auto peerStaged = [&](int q) {
-    return staged && control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) != 0;
-  };
-  const auto noStage = [] {};
-  if (send != recv || staged) {
-    // Out of place into a buffer past the caches, every block streams.
-    const bool streaming = send != recv && streams(bytes * static_cast<size_t>(ranks_));
-    char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
-    const auto stage = [&] {
-      if (send != recv) return;
-      char* area = input(localRank_);
-      for (int q = 0; q < ranks_; ++q) {
-        if (q != localRank_) segmentCopy(area + q * bytes, in + q * bytes, bytes);
-      }
+  if (!inPlace || staged) {
+    const auto peerStaged = [&](int q) {
+      return staged && control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) != 0;
     };
+    // Out of place into a buffer past the caches, every block streams.
+    const bool streaming = !inPlace && streams(bytes * static_cast<size_t>(ranks_));
+    char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
     return singleCopyRound(
-        node, kAlltoallInPlace, blockCount, send, send == recv, stagedBytes, stage,
+        node, kAlltoallInPlace, blockCount, send, inPlace, staged ? bytes * static_cast<size_t>(ranks_) : 0,
         [&] {
-          if (send != recv) resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, streaming);
+          if (!inPlace) return;
+          char* area = input(localRank_);
+          for (int q = 0; q < ranks_; ++q) {
+            if (q != localRank_) segmentCopy(area + q * bytes, in + q * bytes, bytes);
+          }
+        },
+        [&] {
+          if (!inPlace) resultCopy(out + localRank_ * bytes, in + localRank_ * bytes, bytes, streaming);
           return Status::ok();
         },
         [&](int q, uint64_t theirs) {
@@ -166,7 +165,7 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
   char* landed = bounce + bounceBytes;
   std::fill(landedFrom_.begin(), landedFrom_.end(), 0);
   FW_RETURN_IF_ERROR(singleCopyRound(
-      node, kAlltoallInPlace, blockCount, send, true, 0, noStage, [] { return Status::ok(); },
+      node, kAlltoallInPlace, blockCount, send, true, 0, [] {}, [] { return Status::ok(); },
       [&](int q, uint64_t theirs) {
         const uint64_t theirBlock = theirs + localRank_ * bytes;
         if (control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) == 0) {
