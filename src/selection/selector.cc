@@ -56,8 +56,10 @@ Selector& Selector::operator=(const Selector& other) {
   index_ = other.index_;
   intra_ = other.intra_;
   inter_ = other.inter_;
+  rails_ = other.rails_;
   pipeline_ = other.pipeline_;
   conditions_ = other.conditions_;
+  ++generation_;
   return *this;
 }
 
@@ -97,6 +99,7 @@ Status Selector::create(const std::map<std::string, std::string>& overrides, Sel
 void Selector::setLinks(const LinkModel& intra, const LinkModel& inter) {
   intra_ = intra;
   inter_ = inter;
+  ++generation_;
 }
 
 Selection Selector::select(const SelectionKey& key) const {

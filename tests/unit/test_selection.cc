@@ -180,6 +180,13 @@ TEST(Selector, TwoPhasesRailBytesSpreadOverTheNodesNics) {
   const double ringOne = s.predict(key, Algorithm::Ring);
   s.setRails(8);
   EXPECT_DOUBLE_EQ(s.predict(key, Algorithm::Ring), ringOne);
+  // A communicator keeps a copy of the selector its creation set up.
+  const Selector copied(s);
+  EXPECT_EQ(copied.rails(), 8);
+  EXPECT_EQ(copied.select(key).algorithm, Algorithm::TwoPhase);
+  Selector assigned;
+  assigned = s;
+  EXPECT_EQ(assigned.rails(), 8);
 }
 
 TEST(Selector, DeviceBuffersPayAKernelLaunchPerWaitedStep) {
