@@ -133,8 +133,8 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
   const Selection plan = how.chosen ? how.selection
-                                    : selector_.select(selectionKeyOf(args, groupSize,
-                                                                      group.empty() ? &layout_ : nullptr, false));
+                                    : selections_.select(selectionKeyOf(args, groupSize,
+                                                                        group.empty() ? &layout_ : nullptr, false));
   CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, *plan.pipeline);
   if (group.empty()) ctx.setLayout(&layout_);

@@ -20,6 +20,7 @@
 #include "p2p/point_to_point.h"
 #include "p2p/scratch.h"
 #include "providers/shm/shm_node.h"
+#include "selection/selection_memo.h"
 #include "topo/net_device.h"
 #include "topo/rank_layout.h"
 #include "topo/transport_plan.h"
@@ -119,6 +120,7 @@ class Communicator final : public CollectiveRunner {
 
   Config config_;
   Selector selector_;
+  SelectionMemo selections_{selector_};  // asked by execute(), one call at a time
   std::unique_ptr<Messenger> messenger_;
   RankLayout layout_;
   TransportPlan plan_;

@@ -38,15 +38,27 @@ class Selector {
   // The link parameters of the cost model (FAIRWAY_INTRA_LINK / _INTER_LINK).
   void setLinks(const LinkModel& intra, const LinkModel& inter);
   // The NICs a node's ranks reach other nodes through (ClusterShape::rails).
-  void setRails(int rails) { rails_ = rails > 0 ? rails : 1; }
+  void setRails(int rails) {
+    rails_ = rails > 0 ? rails : 1;
+    ++generation_;
+  }
   int rails() const { return rails_; }
   // The pipeline settings every selection carries (FAIRWAY_SEGMENT_BYTES, ...).
-  void setPipeline(const PipelineSettings& pipeline) { pipeline_ = pipeline; }
-  void setDeviceRoutes(const DeviceRoutes& routes) { conditions_.routes = routes; }
+  void setPipeline(const PipelineSettings& pipeline) {
+    pipeline_ = pipeline;
+    ++generation_;
+  }
+  void setDeviceRoutes(const DeviceRoutes& routes) {
+    conditions_.routes = routes;
+    ++generation_;
+  }
   // Whether this rank's node has its shared-memory segment (the same on
   // every rank of a node). It serves host collectives on one node and the
   // node phase of two-phase and leaders.
-  void setSharedMemory(bool available) { conditions_.sharedMemory = available; }
+  void setSharedMemory(bool available) {
+    conditions_.sharedMemory = available;
+    ++generation_;
+  }
   bool sharedMemory() const { return conditions_.sharedMemory; }
   const DeviceRoutes& deviceRoutes() const { return conditions_.routes; }
 
@@ -63,6 +75,11 @@ class Selector {
   // as for NCCL's own and the shared-memory collectives). Not part of
   // select(): only its INFO log and fairway's tests ask, not every call.
   double predict(const SelectionKey& key, Algorithm algorithm) const;
+  // Whether select() logs its choices (INFO or TRACE for ALGO).
+  bool logsChoices() const { return logChoices_; }
+  // Changes with every setting that can change a choice, so a memo of
+  // earlier choices (SelectionMemo) knows when they no longer stand.
+  uint64_t generation() const { return generation_; }
   // Whether NCCL carries device point-to-point messages.
   bool ncclMessages() const { return conditions_.routes.ncclEverywhere; }
 
@@ -79,6 +96,7 @@ class Selector {
   int rails_ = 1;
   PipelineSettings pipeline_;
   SelectionConditions conditions_;
+  uint64_t generation_ = 1;
   // Choices already logged: (collective, on device, log2 of the size).
   mutable std::mutex loggedMutex_;
   mutable std::set<std::tuple<int, bool, int>> logged_;
