@@ -89,7 +89,7 @@ class Sweep {
     recv_ = perf::allocate(o_.memory, recvBytesCap_ + 64);
     expected_ = perf::allocate(Memory::Host, recvBytesCap_ + 64);
     // Device buffers are filled and checked through host mirrors.
-    const bool mirrored = o_.memory != Memory::Host;
+    const bool mirrored = onDevice(o_.memory);
     hostSend_ = mirrored ? perf::allocate(Memory::Host, sendBytesCap_ + 64) : send_;
     hostRecv_ = mirrored ? perf::allocate(Memory::Host, recvBytesCap_ + 64) : recv_;
     if (!send_ || !recv_ || !expected_ || !hostSend_ || !hostRecv_) {
@@ -127,7 +127,7 @@ class Sweep {
           const size_t es = check::elementSize(type);
           size_t count = bytes / es;
           PerfBuffers b{send_, recv_, count, type, op, o_.root, comm_, rank_, nranks_,
-                        o_.compressed() ? &o_.compression : nullptr, o_.memory != Memory::Host};
+                        o_.compressed() ? &o_.compression : nullptr, onDevice(o_.memory)};
           Measurement out, in;
           const bool hasInPlace = c_.inPlaceSend != nullptr;
           if (!measure(b, false, &out) || (hasInPlace && !measure(b, true, &in))) return false;

@@ -61,8 +61,17 @@ bool selectDevice(std::string* why) {
   return st.isOk();
 }
 
+// fwHostMemAlloc's pages are written likewise, for the same reasons.
+void* allocateMappable(size_t bytes) {
+  void* p = nullptr;
+  if (fwHostMemAlloc(&p, bytes) != fwSuccess) return nullptr;
+  explicit_bzero(p, bytes);
+  return p;
+}
+
 void* allocate(Memory memory, size_t bytes) {
   if (memory == Memory::Host) return allocateHost(bytes);
+  if (memory == Memory::Mappable) return allocateMappable(bytes);
   DeviceRuntime* d = device();
   void* p = nullptr;
   if (d == nullptr || !d->allocateDevice(bytes, &p).isOk()) return nullptr;
@@ -75,21 +84,22 @@ void* allocate(Memory memory, size_t bytes) {
 
 void release(Memory memory, void* buffer) {
   if (memory == Memory::Host) std::free(buffer);
+  else if (memory == Memory::Mappable) (void)fwHostMemFree(buffer);
   else if (buffer != nullptr && device() != nullptr) device()->freeDevice(buffer);
 }
 
 bool copyToBuffer(Memory memory, void* dst, const void* src, size_t bytes) {
-  if (memory == Memory::Host) return std::memmove(dst, src, bytes) != nullptr;
+  if (!onDevice(memory)) return std::memmove(dst, src, bytes) != nullptr;
   return copyOnDevice(dst, src, bytes);
 }
 
 bool copyFromBuffer(Memory memory, void* dst, const void* src, size_t bytes) {
-  if (memory == Memory::Host) return std::memmove(dst, src, bytes) != nullptr;
+  if (!onDevice(memory)) return std::memmove(dst, src, bytes) != nullptr;
   return copyOnDevice(dst, src, bytes);
 }
 
 bool synchronize(Memory memory) {
-  return memory == Memory::Host || (device() != nullptr && device()->synchronize(nullptr, kDeviceWaitMs).isOk());
+  return !onDevice(memory) || (device() != nullptr && device()->synchronize(nullptr, kDeviceWaitMs).isOk());
 }
 
 }  // namespace fairway::perf

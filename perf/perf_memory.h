@@ -1,4 +1,5 @@
-// Where a perf binary's buffers live (-m host|cuda). Host memory is used
+// Where a perf binary's buffers live (-m host|mappable|cuda). Host memory
+// (malloc's, or fwHostMemAlloc's that the node's peers map) is used
 // directly; device memory gets host mirrors: inputs are filled and results
 // checked on the host, with copies around the timed loops. Device memory,
 // its copies and the waits for it go through the device runtime the
@@ -11,7 +12,8 @@
 
 namespace fairway::perf {
 
-enum class Memory { Host, Cuda };
+enum class Memory { Host, Mappable, Cuda };
+inline bool onDevice(Memory memory) { return memory == Memory::Cuda; }
 
 // Picks this rank's GPU (local rank mod devices, from the launcher's
 // variables) before the communicator exists, so Fairway sees it at

@@ -15,14 +15,15 @@ namespace fairway::perf {
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters] [-w warmup]\n"
-               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json] [-m host|cuda]\n"
+               "          [-c check 0|1] [-d type|all] [-o op|all] [-r root] [-a 0|1|2|3] [-z 0|1] [-J file.json] [-m host|mappable|cuda]\n"
                "  types: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double float8e4m3 float8e5m2;\n"
                "  ops: sum prod max min avg\n"
                "  -w: warm-up iterations before each size; the first size also warms up for at least %d ms\n"
                "  -a: time reported is rank 0's (0), the mean (1, default), min (2) or max (3) over ranks\n"
                "  -z: blocking calls (host buffers: every call is blocking, so both values time the same)\n"
                "  -J: write the rows and the summary as JSON to file.json (rank 0)\n"
-               "  -m: buffers in host memory (default) or on this rank's GPU (local rank mod GPUs)\n"
+               "  -m: buffers in host memory (default), in host memory from fwHostMemAlloc, which the node's\n"
+               "     other ranks map (mappable), or on this rank's GPU (local rank mod GPUs)\n"
                "  -q none|fp16|bf16|int8|int4 [-B blocksize]: the compressed collective (allreduce, reduce-scatter;\n"
                "     allgather: fp16, bf16) on float, half or bfloat16 data; busbw counts the uncompressed size and\n"
                "     the #wrong columns show the relative L2 error against the full-precision result instead\n",
@@ -50,8 +51,10 @@ bool parseOptions(int argc, char** argv, bool usesOp, Options* o) {
       }
       case 'J': o->jsonPath = optarg; ok = !o->jsonPath.empty(); break;
       case 'm':
-        ok = !std::strcmp(optarg, "host") || !std::strcmp(optarg, "cuda");
-        o->memory = !std::strcmp(optarg, "cuda") ? Memory::Cuda : Memory::Host;
+        ok = !std::strcmp(optarg, "host") || !std::strcmp(optarg, "mappable") || !std::strcmp(optarg, "cuda");
+        o->memory = !std::strcmp(optarg, "cuda")       ? Memory::Cuda
+                    : !std::strcmp(optarg, "mappable") ? Memory::Mappable
+                                                       : Memory::Host;
         break;
       case 'q': {
         ok = false;

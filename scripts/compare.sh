@@ -7,7 +7,9 @@
 # Fairway, oneCCL and NCCL alone: MPI and Gloo have no such type) sum. With
 # -m cuda, Fairway runs on device buffers and NCCL's own collectives
 # (build/bin/nccl_perf, one GPU per rank) join; Open MPI and Gloo stay on
-# host buffers (Debian's Open MPI is not CUDA-aware), as does oneCCL. The libraries
+# host buffers (Debian's Open MPI is not CUDA-aware), as does oneCCL. With
+# -m mappable, Fairway's host buffers come from fwHostMemAlloc, which the
+# node's peers map (the peers keep their own host buffers). The libraries
 # alternate REPEATS times for every rank count, collective and size range;
 # out-of-place busbw per size is the median.
 # With -B BIN the peer is another Fairway build instead (BIN: its bin/
@@ -18,7 +20,7 @@
 # OUTDIR/compare.png (busbw against size, one panel per collective and
 # rank count), and prints the table.
 #
-#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|cuda]
+#   scripts/compare.sh [-r REPEATS] [-n "RANKS ..."] [-c "COLLECTIVES ..."] [-b MIN] [-e MAX] [-m host|mappable|cuda]
 #                      [-d float|bfloat16] [-i] [-p "PEERS ..."] [-B BEFORE_BIN] [-N ITERS] [-o OUTDIR]
 #   defaults: -r 3 -n "2 4" -c "allreduce reducescatter allgather" -b 4K -e 64M -m host -d float
 #             -p "ompi oneccl gloo" -o compare-results (-c also takes broadcast, from rank 0, and alltoall)
@@ -38,10 +40,10 @@ while getopts "r:n:c:b:e:m:d:ip:B:N:o:h" flag; do
     r) repeats=$OPTARG ;; n) ranks=$OPTARG ;; c) colls=$OPTARG ;;
     b) min=$OPTARG ;; e) max=$OPTARG ;; m) memory=$OPTARG ;; d) dtype=$OPTARG ;; i) inplace=1 ;;
     p) peers=$OPTARG ;; B) before=$OPTARG ;; N) fixed_iters=$OPTARG ;; o) outdir=$OPTARG ;;
-    *) sed -n '2,32p' "$0"; exit 2 ;;
+    *) sed -n '2,33p' "$0"; exit 2 ;;
   esac
 done
-case $memory in host|cuda) ;; *) echo "$0: -m $memory: expected host or cuda" >&2; exit 2 ;; esac
+case $memory in host|mappable|cuda) ;; *) echo "$0: -m $memory: expected host, mappable or cuda" >&2; exit 2 ;; esac
 case $dtype in float|bfloat16) ;; *) echo "$0: -d $dtype: expected float or bfloat16" >&2; exit 2 ;; esac
 [[ -z "$fixed_iters" || "$fixed_iters" =~ ^[1-9][0-9]*$ ]] || { echo "$0: -N $fixed_iters: expected a whole number of at least 1" >&2; exit 2; }
 bytes() { numfmt --from=iec "$1"; }
@@ -164,7 +166,7 @@ for np in $ranks; do
     # The yardstick for shared-memory collectives: one core's memcpy of 64
     # MiB; and every core's at once, what each gets when all copy. Only the
     # host table against the peers has a bound to compare with.
-    if [ "$memory" = host ] && [ -z "$before" ]; then
+    if [ "$memory" != cuda ] && [ -z "$before" ]; then
       "$bin/copy_bandwidth" 64M >> "$work/copy"
       for core in $(seq 0 $(( $(nproc) - 1 ))); do taskset -c "$core" "$bin/copy_bandwidth" 64M >> "$work/copy-all" & done
       wait
@@ -254,7 +256,7 @@ def traffic(coll, n):
 def bound(coll, n, copy):
     return bus_factor(coll, n) * 2 * copy / traffic(coll, n) / max(1.0, n / cores)
 BOUND_FROM = 4 << 20  # past a core's share of L2; the copy yardstick itself may run in a large L3
-inplace = ["fairway-inplace"] if memory == "host" and not before and not in_place_run else []
+inplace = ["fairway-inplace"] if memory != "cuda" and not before and not in_place_run else []
 libs = (["fairway"] + inplace + (["nccl"] if memory == "cuda" and not before else []) +
         (["before"] if before else [p for p in ("ompi", "oneccl", "gloo") if p in chosen.split()]))
 peers = libs[1 + len(inplace):]
@@ -266,7 +268,7 @@ def human(n):
             return f"{n >> shift} {unit}"
     return f"{n} B"
 where = ("Fairway and NCCL on device buffers, Open MPI and Gloo on host buffers" if memory == "cuda"
-         else "host buffers")
+         else "host buffers (Fairway's from fwHostMemAlloc)" if memory == "mappable" else "host buffers")
 peers_text = (f"Fairway of this build against the build in {before}" if before
               else ", ".join({"ompi": "Open MPI over UCX", "oneccl": "oneCCL over Intel MPI", "gloo": "Gloo over TCP"}[p]
                              for p in peers))
@@ -276,7 +278,7 @@ if in_place_run:
     lines[0] = lines[0].replace("out-of-place busbw", "in-place busbw")
 lines += [f"- {note.strip()}" for note in open(notes) if note.strip()]
 copy_rates = [float(line.split()[1]) for line in open(copies) if line.strip()]
-copy = statistics.median(copy_rates) if copy_rates and memory == "host" and not before else None
+copy = statistics.median(copy_rates) if copy_rates and memory != "cuda" and not before else None
 if copy:
     note = f"single-core memcpy of 64 MiB: {copy:.2f} GB/s (median of {len(copy_rates)}, one per repeat)"
     ar = [float(l.split()[4]) for l in open(raw) if l.split()[:4] == ["fairway", "2", "allreduce", str(64 << 20)]]

@@ -206,6 +206,18 @@ FAIRWAY_API fwResult_t fwCommGrow(fwComm_t comm, int nranks, fwUniqueId growId, 
 FAIRWAY_API fwResult_t fwMemAlloc(void** ptr, size_t size);
 FAIRWAY_API fwResult_t fwMemFree(void* ptr);
 
+/* Host memory that the node's other ranks can map: a buffer of host
+ * collectives allocated here is read and written by its peers with plain
+ * loads and stores, where any other host buffer is reached through the
+ * kernel's copy (process_vm_readv), about half as fast. Page-aligned,
+ * zeroed, usable as any other host memory. Where peers may not map it (the
+ * same ptrace rule as the kernel's copy) collectives fall back as for any
+ * buffer. fwHostMemFree takes only what fwHostMemAlloc returned;
+ * fwHostMemFree(NULL) does nothing. Free a buffer only once no collective
+ * on it runs. */
+FAIRWAY_API fwResult_t fwHostMemAlloc(void** ptr, size_t size);
+FAIRWAY_API fwResult_t fwHostMemFree(void* ptr);
+
 /* ---- Blocking collectives: host buffers with a NULL stream, device
  * buffers with their stream (NULL is CUDA's default stream then) ---- */
 FAIRWAY_API fwResult_t fwAllReduce(const void* sendbuff, void* recvbuff, size_t count,

@@ -1,10 +1,12 @@
-// Device memory for communication buffers, from the device runtime the
-// communicators use (FAIRWAY_DEVICE_RUNTIME): cudaMalloc on the calling
+// Memory for communication buffers. Device memory from the device runtime
+// the communicators use (FAIRWAY_DEVICE_RUNTIME): cudaMalloc on the calling
 // thread's current device with CUDA, the runtime's own arena under the
-// host-emulated runtime of the tests.
+// host-emulated runtime of the tests. Host memory the node's peers can map
+// (providers/shm/mappable_memory.h).
 #include "api/device_runtime_access.h"
 #include "comm/local_machine.h"
 #include "core/errors.h"
+#include "providers/shm/mappable_memory.h"
 
 using namespace fairway;
 
@@ -45,6 +47,16 @@ fwResult_t fwMemFree(void* ptr) {
   }
   if (st.isOk()) device->freeDevice(ptr);
   return reportToCaller(st);
+}
+
+fwResult_t fwHostMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return reportToCaller(Status(fwInvalidPointer, "fwHostMemAlloc: ptr is NULL"));
+  return reportToCaller(allocateMappable(size, ptr).withContext("fwHostMemAlloc"));
+}
+
+fwResult_t fwHostMemFree(void* ptr) {
+  if (ptr == nullptr) return reportToCaller(Status::ok());
+  return reportToCaller(freeMappable(ptr).withContext("fwHostMemFree"));
 }
 
 fairway::DeviceRuntime* fairwayProcessDeviceRuntime(const char** why) {

@@ -41,6 +41,14 @@ grep -qE "^\| 4 MiB \| [0-9.]+ \| [0-9.]+ \| $copy \| [0-9.]+ \|$" "$out/bound/c
   { echo "FAIL: no 4 MiB row with the bound ($copy) and a fraction"; cat "$out/bound/compare.md"; exit 1; }
 echo "ok: the bound and Fairway's fraction of it"
 
+# -m mappable: Fairway's buffers from fwHostMemAlloc, against the same bound.
+"$compare" -N 50 -r 1 -n 2 -c allgather -b 1M -e 1M -p "" -m mappable -o "$out/mappable" > /dev/null ||
+  { echo "FAIL: compare.sh -m mappable failed"; exit 1; }
+grep -q "host buffers (Fairway's from fwHostMemAlloc)" "$out/mappable/compare.md" &&
+  grep -qE '^\| 1 MiB \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| - \|$' "$out/mappable/compare.md" ||
+  { echo "FAIL: -m mappable table"; cat "$out/mappable/compare.md"; exit 1; }
+echo "ok: Fairway on fwHostMemAlloc buffers"
+
 # -d bfloat16: Fairway and oneCCL; Open MPI and Gloo have no such type and
 # leave the table, which says so.
 "$compare" -N 50 -r 1 -n 2 -c allreduce -d bfloat16 -b 4K -e 8K -o "$out/bf16" > /dev/null ||

@@ -61,11 +61,17 @@ Status SharedMemoryNode::reduce(CollectiveContext& node, const void* send, void*
 // allreduce (root < 0) or reduce.
 Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* send, void* recv, size_t count,
                                         int root) {
-  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(enterCall(node));
   const size_t es = node.elementSize();
   if (count > 0 && count * es <= kInlineBytes) return reduceInline(node, send, recv, count, root);
   if (count > 0 && count * es <= std::min(kReduceEverywhereBytes, chunkBytes_)) {
     return reduceEverywhere(node, send, recv, count, root);
+  }
+  if (root < 0 && !singleCopy_.allreduce.holds(count * es)) {
+    bool mappedPeers = false;
+    const bool mine = mapped(send, count * es) && mapped(recv, count * es);
+    FW_RETURN_IF_ERROR(mappedEverywhere(node, count * es, mine, &mappedPeers));
+    if (mappedPeers) return allreduceMapped(node, send, recv, count);
   }
   if (root < 0 && singleCopy_.allreduce.holds(count * es)) {
     // Two ranks each read the other's slice of the result once; with more,
@@ -195,10 +201,14 @@ Status SharedMemoryNode::reduceScatter(CollectiveContext& node, const void* send
 // Blocks may sit at a stride (two-phase reads them in place) or at
 // addresses of their own (the list form).
 Status SharedMemoryNode::reduceScatterFrom(CollectiveContext& node, const InputBlocks& in, void* out) {
-  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(enterCall(node));
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = in.layout();
   if (singleCopy_.reduceScatter.holds(blocks.count * es)) return reduceScatterInPlace(node, in, out);
+  bool mappedPeers = false;
+  const bool mine = in.list() == nullptr && mapped(in.at(0, 0), blocks.count * es);
+  FW_RETURN_IF_ERROR(mappedEverywhere(node, blocks.count * es, mine, &mappedPeers));
+  if (mappedPeers) return reduceScatterInPlace(node, in, out);
   const size_t perRound = chunkBytes_ / es / static_cast<size_t>(ranks_);
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   for (size_t j = 0; j < rounds; ++j, ++round_) {
@@ -249,11 +259,17 @@ Status SharedMemoryNode::allgatherFrom(CollectiveContext& node, const void* own,
 // 2 ranks in rounds (single copies off) 64 KiB 3.7 to 4.3-6.4, 1 MiB 3.7
 // to 5.6-5.7.
 Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own, const OutputBlocks& out) {
-  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(enterCall(node));
   const size_t es = node.elementSize();
   const ChunkLayout& blocks = out.layout();
   char* ownInOut = out.at(localRank_, 0);
   if (singleCopy_.allgather.holds(blocks.chunkCount(0) * es)) return allgatherInPlace(node, own, out);
+  // Peers write into this rank's output (allgatherMapped).
+  bool mappedPeers = false;
+  const size_t outBytes = (blocks.chunkOffset(ranks_ - 1) + blocks.chunkCount(ranks_ - 1)) * es;
+  const bool mine = out.list() == nullptr && mapped(out.at(0, 0), outBytes);
+  FW_RETURN_IF_ERROR(mappedEverywhere(node, blocks.chunkCount(0) * es, mine, &mappedPeers));
+  if (mappedPeers) return allgatherMapped(node, own, out);
   const size_t perRound = chunkBytes_ / es;
   const size_t rounds = roundsFor(blocks.chunkCount(0), perRound);
   const bool streaming = streams(blocks.count * es);
@@ -305,7 +321,7 @@ Status SharedMemoryNode::broadcast(CollectiveContext& node, void* buf, size_t co
 // against 7.6-8.6, the rest unchanged).
 Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send, void* buf, size_t count,
                                        int root) {
-  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(enterCall(node));
   const size_t es = node.elementSize();
   const bool readInPlace = singleCopy_.broadcast.holds(count * es);
   const bool streaming = streams(count * es);
@@ -316,6 +332,11 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
     FW_RETURN_IF_ERROR(node.copy(buf, send, count));
     copyOnRoot = false;
   }
+  // No agreement on mapped buffers past the window (mappedEverywhere):
+  // its round holds a root that runs ahead of its readers back for the
+  // slowest, which cost more than mapping gained (2 ranks, 1 MiB in place,
+  // us a call, medians of 8 ABBA runs: 49.9 against 84.9; 4 ranks on 2
+  // cores 512 KiB-4 MiB 1.18-1.59 times the rounds' time).
   if (readInPlace) return broadcastInPlace(node, copyOnRoot ? send : buf, buf, count, root);
   const bool copyAfter = copyOnRoot && !streaming;
   const size_t perRound = chunkBytes_ / es;
@@ -363,10 +384,13 @@ Status SharedMemoryNode::broadcastFrom(CollectiveContext& node, const void* send
 // pieces lie elsewhere. The messages would overwrite blocks a peer still
 // reads, so there an in-place send is staged first.
 Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, void* recv, size_t blockCount) {
-  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(enterCall(node));
   const size_t es = node.elementSize();
   const bool inPlace = send == recv;
   if (singleCopy_.alltoall.holds(blockCount * es)) return alltoallInPlace(node, send, recv, blockCount);
+  bool mappedPeers = false;
+  FW_RETURN_IF_ERROR(mappedEverywhere(node, blockCount * es, mapped(send, blockCount * es * ranks_), &mappedPeers));
+  if (mappedPeers) return alltoallInPlace(node, send, recv, blockCount);
   if (yieldWhenIdle_ && blockCount * es >= kAlltoallMessagesFromBytes) {
     return NodePhase::alltoall(node, send, recv, blockCount);  // stages an in-place send
   }
@@ -397,7 +421,7 @@ Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, voi
 }
 
 Status SharedMemoryNode::barrier(CollectiveContext& node) {
-  FW_RETURN_IF_ERROR(checkContext(node));
+  FW_RETURN_IF_ERROR(enterCall(node));
   FW_RETURN_IF_ERROR(beginRound(node, kBarrier, -1, 0, 0));
   arrive();
   Status st = awaitAllArrivals();  // finished is implied (shm_node.h)

@@ -21,8 +21,14 @@
 namespace fairway {
 namespace {
 
-constexpr uint64_t kMagic = 0x3730304d48535746ull;  // "FWSHM007": the layout of this version
+constexpr uint64_t kMagic = 0x3830304d48535746ull;  // "FWSHM008": the layout of this version
 constexpr size_t kAlign = 4096;
+
+std::vector<pid_t> pidsOf(const Messenger& messenger, const std::vector<int>& nodeRanks) {
+  std::vector<pid_t> pids;
+  for (int rank : nodeRanks) pids.push_back(messenger.peers()[rank].pid);
+  return pids;
+}
 // A futex sleep is cut this short to look at the peers' health.
 constexpr int kSleepSliceMs = 10;
 // Empty polls between looks at the clock and at the transports (a
@@ -73,10 +79,9 @@ SharedMemoryNode::SharedMemoryNode(ShmSegment segment, int localRank, std::vecto
       slotBytes_(slotBytesFor(ranks_, chunkBytes)),
       messenger_(messenger), timeoutMs_(config.timeoutMs), yieldWhenIdle_(yieldWhenIdle),
       streamingNodeBytes_(config.shmStreamBytes != 0 ? config.shmStreamBytes : defaultStreamingNodeBytes()),
-      inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()), seen_(ranks_, 0),
-      landedFrom_(ranks_, 0), peerBlocks_(ranks_, 0) {
-  for (int rank : nodeRanks_) pids_.push_back(messenger.peers()[rank].pid);
-}
+      inputRing_(chunkBytes, walksRing(ranks_), RoundRing::walkFromBytesHere()),
+      peers_(pidsOf(messenger, nodeRanks_), nodeRanks_), seen_(ranks_, 0), landedFrom_(ranks_, 0),
+      peerBlocks_(ranks_, 0), views_(ranks_, nullptr) {}
 
 void SharedMemoryNode::format() {
   // posix_fallocate left the segment zeroed: every counter starts at 0.
@@ -155,18 +160,19 @@ void SharedMemoryNode::announce(uint32_t sequence, uint8_t signature) {
   mine.announcedSignature.store(static_cast<uint32_t>(signature) + 1, std::memory_order_release);
 }
 
-Status SharedMemoryNode::checkContext(const CollectiveContext& node) const {
+Status SharedMemoryNode::enterCall(const CollectiveContext& node) {
   if (node.size() != ranks_ || node.rank() != localRank_) {
     return Status(fwInternalError, "the shared-memory provider serves the node's " + std::to_string(ranks_) +
                                        " ranks, not a group of " + std::to_string(node.size()));
   }
+  peers_.forgetAll();
   return Status::ok();
 }
 
 Status SharedMemoryNode::beginRound(const CollectiveContext& node, Kind kind, int root, uint64_t count,
                                     size_t inputBytes) {
   const bool reduces = kind == kAllreduce || kind == kReduceScatter || kind == kReduce || kind == kAllreduceInPlace ||
-                       kind == kReduceScatterInPlace || kind == kAllreduceReadingInputs;
+                       kind == kReduceScatterInPlace || kind == kAllreduceReadingInputs || kind == kAllreduceMapped;
   const bool ahead = runsAhead(kind);
   inputRing_.place(inputBytes, reduces ? RoundRing::kNearSpanBytes : RoundRing::kWholeRing, round_, ahead);
   // What this round writes must have been read by every peer: its slot,

@@ -29,6 +29,7 @@
 
 #include "algorithms/node_phase.h"
 #include "p2p/messenger.h"
+#include "providers/shm/peer_memory.h"
 #include "providers/shm/round_ring.h"
 #include "providers/shm/shm_segment.h"
 
@@ -155,7 +156,15 @@ class SharedMemoryNode final : public NodePhase {
             defaultReduceScatterSingleCopy(ranks, oversubscribed, cores),
             defaultStagesAlltoallInPlace(cores)};
   }
-  void enableSingleCopy(const SingleCopyWindows& windows) { singleCopy_ = windows; }
+  void enableSingleCopy(const SingleCopyWindows& windows) {
+    singleCopy_ = windows;
+    mappedCopies_ = true;
+  }
+  // From this size (a window's measure), a call outside its collective's
+  // single-copy window first agrees whether every rank's buffers that its
+  // peers read lie in fwHostMemAlloc allocations; where they do, it reads
+  // them in place as in the window, with plain copies (mappedEverywhere).
+  static constexpr size_t kMappedFromBytes = size_t{512} << 10;
   // The largest all-to-all block an in-place single-copy call stages in
   // the segment (0: none): where the windows say so, while the node's
   // staged blocks stay within a quarter of its last-level cache and a
@@ -226,6 +235,12 @@ class SharedMemoryNode final : public NodePhase {
   // Deep enough that a broadcast's root runs many rounds ahead of its
   // readers (see broadcastFrom).
   static constexpr uint32_t kRoundSlots = 64;
+  // The fwHostMemAlloc allocation a published buffer lies in (id 0: none),
+  // which its peers map (PeerMappings) and copy with plain loads and stores.
+  struct PublishedAllocation {
+    std::atomic<uint64_t> id, base, bytes, inode;
+    std::atomic<int64_t> fd;
+  };
   // Every other round publishes on the phase's line, per parity: a peer
   // waiting for its arrival reads one line, and its owner, which reuses
   // that place two rounds on, waits for every reader of round g - 2.
@@ -250,6 +265,10 @@ class SharedMemoryNode final : public NodePhase {
     // A single-copy reduce-scatter's list of blocks (the list form), per
     // parity; 0 where userBuffer is the base of blocks cut by the layout.
     std::atomic<uint64_t> userBlockList[2];
+    // The allocations userBuffer and userResult lie in, per parity.
+    PublishedAllocation bufferAllocation[2];
+    PublishedAllocation resultAllocation[2];
+    std::atomic<uint8_t> buffersMapped[2];  // mappedEverywhere's answer for this rank, per parity
     InlineRound inlineRound[2];
     RoundSlot slots[kRoundSlots];
     // Handed back and forth between two local ranks at creation
@@ -269,6 +288,8 @@ class SharedMemoryNode final : public NodePhase {
     kAllreduceInPlace,  // single-copy reads of the peers' own buffers
     kReduceScatterInPlace,
     kAllreduceReadingInputs,  // rounds whose inputs are read in place
+    kMappedCheck,  // whether every rank's buffers are mapped (mappedEverywhere)
+    kAllgatherMapped, kAllreduceMapped,  // writes into the peers' mapped outputs (shm_mapped.cc)
   };
 
   Control& control(int rank) const;
@@ -344,7 +365,10 @@ class SharedMemoryNode final : public NodePhase {
   Status awaitRoundLines(int peer, InThisRound inThisRound, const char* what);
   Status slowWait(int peer, uint32_t phase);
   Status stalledPeerStatus(int peer, uint32_t phase) const;
-  Status checkContext(const CollectiveContext& node) const;
+  // Every collective's first step: checks that node is the node's
+  // context, and forgets the peers' buffers an earlier call read (an
+  // address range of those may be another allocation's now).
+  Status enterCall(const CollectiveContext& node);
   // allgather, broadcast and all-to-all read straight from the owners' buffers
   // (an in-place all-to-all also writes into its peers').
   Status allgatherInPlace(CollectiveContext& node, const void* own, const OutputBlocks& out);
@@ -352,6 +376,10 @@ class SharedMemoryNode final : public NodePhase {
   Status alltoallInPlace(CollectiveContext& node, const void* send, void* recv, size_t blockCount);
   Status allreduceInPlace(CollectiveContext& node, const void* send, void* recv, size_t count);
   Status reduceScatterInPlace(CollectiveContext& node, const InputBlocks& in, void* out);
+  // Where every rank's buffers are mapped (shm_mapped.cc).
+  Status allgatherMapped(CollectiveContext& node, const void* own, const OutputBlocks& out);
+  Status allreduceMapped(CollectiveContext& node, const void* send, void* recv, size_t count);
+  Status pushToPeer(int peer, uint64_t remote, const char* from, size_t bytes, bool streaming) const;
   // allreduceInPlace's reads with the rounds' results (see the definition).
   Status allreduceReadingInputs(CollectiveContext& node, const void* send, void* recv, size_t count);
   // What the single-copy reductions share (see the definitions).
@@ -371,23 +399,26 @@ class SharedMemoryNode final : public NodePhase {
   // 6.9-7.3 GB/s with 256 KiB against 5.0-6.5 with 1 MiB, 64 KiB lower
   // still (a read's system call a piece).
   static constexpr size_t kReducePieceBytes = size_t{256} << 10;
-  // Copies bytes at remote (peer's address space) to local, or local to
-  // remote (the same ptrace access allows both).
-  Status readPeer(int peer, void* local, uint64_t remote, size_t bytes) const;
-  Status writePeer(int peer, uint64_t remote, const void* local, size_t bytes) const;
-  Status peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const;
-  // readPeer, or with a bounce buffer (of kStreamedPieceBytes) for a
-  // destination that streams (streams()): the kernel's copy stores through
-  // the cache, reading every destination line first, so there the bytes
-  // land piece by piece in the bounce buffer, which stays in the cache,
-  // and go on to local with streaming stores.
-  Status readPeerThrough(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const;
-  // All-to-all out of place on 2 cores, the rank's own block streamed
-  // too, medians of 6 runs in ABBA order, us a call: 4 ranks 16 MiB
-  // 10,690 to 8,430, 64 MiB 44,040 to 34,370; 8 ranks 16 MiB 21,270 to
-  // 19,170, 64 MiB 87,930 to 70,870. Pieces of 64 KiB ran 6-7% slower in
-  // one interleaved run (a system call a piece).
-  static constexpr size_t kStreamedPieceBytes = size_t{256} << 10;
+  // Outside the window, from kMappedFromBytes of `bytes` (the window's
+  // measure), with single copies enabled: a round in which every rank
+  // says whether its buffers that peers read are mapped (mine) and all
+  // learn whether every rank's are. Every rank calls it for the same
+  // calls, so all take the same path after it; elsewhere it answers
+  // false without a round.
+  Status mappedEverywhere(const CollectiveContext& node, size_t bytes, bool mine, bool* every);
+  // Whether [p, p + bytes) lies in one fwHostMemAlloc allocation.
+  static bool mapped(const void* p, size_t bytes);
+  // Publishes p as this round's userBuffer (userResult) of parity, with
+  // the fwHostMemAlloc allocation it lies in, if any.
+  void publishBuffer(uint32_t parity, const void* p);
+  static void publish(std::atomic<uint64_t>& address, PublishedAllocation& where, const void* p);
+  void publishResult(uint32_t parity, const void* p);
+  // peer's userBuffer (userResult) of parity, once it has arrived; the
+  // allocation it lies in, mapped here, serves peers_'s copies from now
+  // on (until the next publication of that buffer is read).
+  uint64_t peerBuffer(int peer, uint32_t parity);
+  uint64_t peerResult(int peer, uint32_t parity);
+  void adoptAllocation(int peer, int which, const PublishedAllocation& published);
   // Whether results bound for a buffer of outputBytes bypass the cache:
   // once the node's ranks' outputs together outgrow the last-level cache,
   // the stores would only evict the segment and read lines that are about
@@ -431,7 +462,8 @@ class SharedMemoryNode final : public NodePhase {
   uint32_t round_ = 0;  // the next round, the same on every local rank
   RoundRing inputRing_;
   SingleCopyWindows singleCopy_;
-  std::vector<int32_t> pids_;  // of the local ranks
+  bool mappedCopies_ = false;  // single copies are enabled: mapped buffers may be read in place
+  PeerMemory peers_;  // the local ranks' memory, by local rank
   Descriptor current_{};
   // The highest phase seen of each peer: a wait already satisfied costs
   // no read of the peer's line.
@@ -443,6 +475,10 @@ class SharedMemoryNode final : public NodePhase {
   // (combineFromPeers), by local rank: the peer's buffer, or in a
   // reduce-scatter the block this rank reduces.
   std::vector<uint64_t> peerBlocks_;
+  // combineFromPeers' views of those blocks (null: read by the kernel's copy).
+  std::vector<const char*> views_;
+  // allreduceMapped's peers' outputs, by local rank.
+  std::vector<uint64_t> landedResults_;
 };
 
 }  // namespace fairway

@@ -1,12 +1,9 @@
 // The shared-memory provider's single-copy rounds: a rank reads what it
-// needs straight from its owner's buffer with process_vm_readv (one copy
-// instead of the segment's two; an in-place all-to-all also writes with
-// process_vm_writev), in one round per call (the reductions: two, or the
+// needs straight from its owner's buffer (peer_memory.h: the kernel's
+// copy, or plain copies of a mapped one; one copy instead of the
+// segment's two; an in-place all-to-all also writes), in one round per call (the reductions: two, or the
 // segment's rounds with only their inputs read in place); which sizes
 // take them are the node's single-copy windows (shm_windows.cc).
-#include <sys/uio.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -31,51 +28,83 @@ bool SharedMemoryNode::canReadPeers() const {
     uint64_t theirs = 0;
     const uint64_t where = control(p).selfAddress.load(std::memory_order_acquire) + offsetof(Control, selfAddress);
     if (where == offsetof(Control, selfAddress)) return false;
-    if (!readPeer(p, &theirs, where, sizeof(theirs)).isOk()) return false;
+    if (!peers_.read(p, &theirs, where, sizeof(theirs)).isOk()) return false;
     if (theirs + offsetof(Control, selfAddress) != where) return false;  // read something else
   }
   return true;
 }
 
-Status SharedMemoryNode::readPeer(int peer, void* local, uint64_t remote, size_t bytes) const {
-  return peerTransfer(peer, local, remote, bytes, false);
-}
-
-Status SharedMemoryNode::writePeer(int peer, uint64_t remote, const void* local, size_t bytes) const {
-  return peerTransfer(peer, const_cast<void*>(local), remote, bytes, true);
-}
-
-Status SharedMemoryNode::readPeerThrough(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const {
-  if (bounce == nullptr) return readPeer(peer, local, remote, bytes);
-  char* mine = static_cast<char*>(local);
-  for (size_t at = 0; at < bytes; at += kStreamedPieceBytes) {
-    const size_t piece = std::min(kStreamedPieceBytes, bytes - at);
-    FW_RETURN_IF_ERROR(readPeer(peer, bounce, remote + at, piece));
-    resultCopy(mine + at, bounce, piece, true);
+void SharedMemoryNode::publish(std::atomic<uint64_t>& address, PublishedAllocation& where, const void* p) {
+  address.store(reinterpret_cast<uintptr_t>(p), std::memory_order_relaxed);
+  MappableAllocation a;
+  if (p == nullptr || !anyMappable() || !findMappable(p, 1, &a)) {
+    where.id.store(0, std::memory_order_relaxed);
+    return;
   }
-  return Status::ok();
+  where.base.store(a.base, std::memory_order_relaxed);
+  where.bytes.store(a.bytes, std::memory_order_relaxed);
+  where.inode.store(a.inode, std::memory_order_relaxed);
+  where.fd.store(a.fd, std::memory_order_relaxed);
+  where.id.store(a.id, std::memory_order_relaxed);
 }
 
-// The kernel may move fewer bytes than asked (a page boundary it could
-// not pin at once): the rest goes in further calls.
-Status SharedMemoryNode::peerTransfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const {
-  char* mine = static_cast<char*>(local);
-  while (bytes > 0) {
-    iovec here{mine, bytes};
-    iovec there{reinterpret_cast<void*>(static_cast<uintptr_t>(remote)), bytes};
-    const ssize_t moved = write ? ::process_vm_writev(pids_[peer], &here, 1, &there, 1, 0)
-                                : ::process_vm_readv(pids_[peer], &here, 1, &there, 1, 0);
-    if (moved <= 0) {
-      const int error = moved < 0 ? errno : EIO;
-      return Status(fwRemoteError, std::string(write ? "writing to" : "reading") + " rank " +
-                                       std::to_string(nodeRanks_[peer]) + "'s buffer (pid " +
-                                       std::to_string(pids_[peer]) + "): " + std::strerror(error));
-    }
-    mine += moved;
-    remote += static_cast<uint64_t>(moved);
-    bytes -= static_cast<size_t>(moved);
+bool SharedMemoryNode::mapped(const void* p, size_t bytes) {
+  MappableAllocation a;
+  return p != nullptr && anyMappable() && findMappable(p, bytes, &a);
+}
+
+// The answer costs one arrival of every rank, a cache line's round trip,
+// on a call of 512 KiB or more, which takes tens of microseconds at least.
+Status SharedMemoryNode::mappedEverywhere(const CollectiveContext& node, size_t bytes, bool mine, bool* every) {
+  *every = false;
+  if (!mappedCopies_ || bytes < kMappedFromBytes) return Status::ok();
+  FW_RETURN_IF_ERROR(beginRound(node, kMappedCheck, -1, bytes, 0));
+  control(localRank_).buffersMapped[round_ % 2].store(mine ? 1 : 0, std::memory_order_relaxed);
+  arrive();
+  const Status st = awaitAllArrivals();  // finished is implied, as in a barrier
+  bool all = st.isOk();
+  for (int p = 0; p < ranks_ && all; ++p) all = control(p).buffersMapped[round_ % 2].load(std::memory_order_relaxed) != 0;
+  ++round_;
+  *every = all;
+  return st;
+}
+
+void SharedMemoryNode::publishBuffer(uint32_t parity, const void* p) {
+  Control& mine = control(localRank_);
+  publish(mine.userBuffer[parity], mine.bufferAllocation[parity], p);
+}
+
+void SharedMemoryNode::publishResult(uint32_t parity, const void* p) {
+  Control& mine = control(localRank_);
+  publish(mine.userResult[parity], mine.resultAllocation[parity], p);
+}
+
+// The owner published the allocation with the address, before arriving;
+// its id is taken first and the rest only where it names one.
+uint64_t SharedMemoryNode::peerBuffer(int peer, uint32_t parity) {
+  const Control& theirs = control(peer);
+  const uint64_t address = theirs.userBuffer[parity].load(std::memory_order_relaxed);
+  adoptAllocation(peer, 0, theirs.bufferAllocation[parity]);
+  return address;
+}
+
+uint64_t SharedMemoryNode::peerResult(int peer, uint32_t parity) {
+  const Control& theirs = control(peer);
+  const uint64_t address = theirs.userResult[parity].load(std::memory_order_relaxed);
+  adoptAllocation(peer, 1, theirs.resultAllocation[parity]);
+  return address;
+}
+
+void SharedMemoryNode::adoptAllocation(int peer, int which, const PublishedAllocation& published) {
+  MappableAllocation a;
+  if (peer != localRank_) a.id = published.id.load(std::memory_order_relaxed);
+  if (a.id != 0) {
+    a.base = published.base.load(std::memory_order_relaxed);
+    a.bytes = published.bytes.load(std::memory_order_relaxed);
+    a.inode = published.inode.load(std::memory_order_relaxed);
+    a.fd = static_cast<int>(published.fd.load(std::memory_order_relaxed));
   }
-  return Status::ok();
+  peers_.adopt(peer, which, a);
 }
 
 // One round of single-copy reads: this rank publishes `published` (and
@@ -91,7 +120,7 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
                                          Stage stage, CopyOwn copyOwn, ReadFrom readFrom) {
   FW_RETURN_IF_ERROR(beginRound(node, kind, -1, count, inputBytes));
   Control& mine = control(localRank_);
-  mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
+  publishBuffer(round_ % 2, published);
   mine.publishedInPlace[round_ % 2].store(publishedIsOutput ? 1 : 0, std::memory_order_relaxed);
   stage();
   arrive();
@@ -99,7 +128,7 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
   for (int step = 1; step < ranks_; ++step) {
     const int q = (localRank_ + step) % ranks_;
     FW_RETURN_IF_ERROR(awaitArrival(q));
-    FW_RETURN_IF_ERROR(readFrom(q, control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed)));
+    FW_RETURN_IF_ERROR(readFrom(q, peerBuffer(q, round_ % 2)));
   }
   post(finished(round_));
   Status st = awaitAll(finished(round_));
@@ -109,7 +138,7 @@ Status SharedMemoryNode::singleCopyRound(const CollectiveContext& node, Kind kin
 
 // Every rank publishes its send buffer and reads its own block of each
 // peer's from there (out of place into a buffer that streams, through a
-// bounce buffer: readPeerThrough). In place (send == recv) this rank's
+// bounce buffer: PeerMemory::readThrough). In place (send == recv) this rank's
 // block for q lies where q's block for it must land:
 // - where the windows stage blocks of this size (alltoallStagedBlockBytes),
 //   the rank copies its blocks into its input area first, its peers read
@@ -137,7 +166,7 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
     };
     // Out of place into a buffer past the caches, every block streams.
     const bool streaming = !inPlace && streams(bytes * static_cast<size_t>(ranks_));
-    char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
+    char* bounce = streaming ? node.stagingBytes(PeerMemory::kStreamedPieceBytes) : nullptr;
     return singleCopyRound(
         node, kAlltoallInPlace, blockCount, send, inPlace, staged ? bytes * static_cast<size_t>(ranks_) : 0,
         [&] {
@@ -156,7 +185,7 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
             resultCopy(out + q * bytes, input(q) + localRank_ * bytes, bytes, streaming);
             return Status::ok();
           }
-          return readPeerThrough(q, out + q * bytes, theirs + localRank_ * bytes, bytes, bounce);
+          return peers_.readThrough(q, out + q * bytes, theirs + localRank_ * bytes, bytes, bounce);
         });
   }
   const size_t half = blockCount / 2 * es;
@@ -170,15 +199,15 @@ Status SharedMemoryNode::alltoallInPlace(CollectiveContext& node, const void* se
         const uint64_t theirBlock = theirs + localRank_ * bytes;
         if (control(q).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) == 0) {
           landedFrom_[q] = 1;
-          return readPeer(q, landed + q * bytes, theirBlock, bytes);
+          return peers_.read(q, landed + q * bytes, theirBlock, bytes);
         }
         const size_t first = localRank_ < q ? 0 : half;
         const size_t end = localRank_ < q ? half : bytes;
         char* ours = out + q * bytes;
         for (size_t at = first; at < end; at += bounceBytes) {
           const size_t piece = std::min(bounceBytes, end - at);
-          FW_RETURN_IF_ERROR(readPeer(q, bounce, theirBlock + at, piece));
-          FW_RETURN_IF_ERROR(writePeer(q, theirBlock + at, ours + at, piece));
+          FW_RETURN_IF_ERROR(peers_.read(q, bounce, theirBlock + at, piece));
+          FW_RETURN_IF_ERROR(peers_.write(q, theirBlock + at, ours + at, piece));
           segmentCopy(ours + at, bounce, piece);
         }
         return Status::ok();
@@ -206,12 +235,11 @@ Status SharedMemoryNode::allreduceInPlace(CollectiveContext& node, const void* s
   const size_t ownBytes = slices.chunkCount(localRank_) * es;
   char* out = static_cast<char*>(recv);
   FW_RETURN_IF_ERROR(beginRound(node, kAllreduceInPlace, -1, count, 0));
-  Control& mine = control(localRank_);
-  mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
-  mine.userResult[round_ % 2].store(reinterpret_cast<uintptr_t>(recv), std::memory_order_relaxed);
+  publishBuffer(round_ % 2, send);
+  publishResult(round_ % 2, recv);
   arrive();
   FW_RETURN_IF_ERROR(awaitAllArrivals());
-  for (int p = 0; p < ranks_; ++p) peerBlocks_[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+  for (int p = 0; p < ranks_; ++p) peerBlocks_[p] = peerBuffer(p, round_ % 2);
   // Its slice stays in the cache: the peers read it next.
   FW_RETURN_IF_ERROR(
       combineFromPeers(node, ownAt, static_cast<const char*>(send) + ownAt, out + ownAt, ownBytes, false));
@@ -220,8 +248,8 @@ Status SharedMemoryNode::allreduceInPlace(CollectiveContext& node, const void* s
     const int q = (localRank_ + step) % ranks_;
     FW_RETURN_IF_ERROR(await(q, finished(round_)));
     const size_t at = slices.chunkOffset(q) * es;
-    const uint64_t theirs = control(q).userResult[round_ % 2].load(std::memory_order_relaxed);
-    FW_RETURN_IF_ERROR(readPeer(q, out + at, theirs + at, slices.chunkCount(q) * es));
+    const uint64_t theirs = peerResult(q, round_ % 2);
+    FW_RETURN_IF_ERROR(peers_.read(q, out + at, theirs + at, slices.chunkCount(q) * es));
   }
   ++round_;
   return awaitPeersDone(node, kAllreduceInPlace, count);
@@ -242,13 +270,13 @@ Status SharedMemoryNode::allreduceReadingInputs(CollectiveContext& node, const v
     const size_t length = std::min(perRound, count - first);
     FW_RETURN_IF_ERROR(beginRound(node, kAllreduceReadingInputs, -1, count, 0));
     if (first == 0) {
-      control(localRank_).userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(send), std::memory_order_relaxed);
+      publishBuffer(round_ % 2, send);
     }
     arrive();
     FW_RETURN_IF_ERROR(awaitAllArrivals());
     if (first == 0) {
       for (int p = 0; p < ranks_; ++p) {
-        peerBlocks_[p] = control(p).userBuffer[round_ % 2].load(std::memory_order_relaxed);
+        peerBlocks_[p] = peerBuffer(p, round_ % 2);
       }
     }
     const ChunkLayout slices{length, ranks_, 0};
@@ -274,19 +302,19 @@ Status SharedMemoryNode::reduceScatterInPlace(CollectiveContext& node, const Inp
   FW_RETURN_IF_ERROR(beginRound(node, kReduceScatterInPlace, -1, blocks.count, 0));
   Control& mine = control(localRank_);
   const uint32_t parity = round_ % 2;
-  mine.userBuffer[parity].store(reinterpret_cast<uintptr_t>(in.at(0, 0)), std::memory_order_relaxed);
+  publishBuffer(parity, in.at(0, 0));
   mine.userBlockList[parity].store(reinterpret_cast<uintptr_t>(in.list()), std::memory_order_relaxed);
   arrive();
   FW_RETURN_IF_ERROR(awaitAllArrivals());
   for (int p = 0; p < ranks_; ++p) {
     if (p == localRank_) continue;
+    const uint64_t base = peerBuffer(p, parity);
     const uint64_t list = control(p).userBlockList[parity].load(std::memory_order_relaxed);
     if (list == 0) {
-      const uint64_t base = control(p).userBuffer[parity].load(std::memory_order_relaxed);
       peerBlocks_[p] = base + blocks.chunkOffset(localRank_) * es;
     } else {
       const uint64_t entry = list + static_cast<uint64_t>(localRank_) * sizeof(const char*);
-      FW_RETURN_IF_ERROR(readPeer(p, &peerBlocks_[p], entry, sizeof(uint64_t)));
+      FW_RETURN_IF_ERROR(peers_.read(p, &peerBlocks_[p], entry, sizeof(uint64_t)));
     }
   }
   // Into an output that streams (not this rank's own block: in place its
@@ -317,19 +345,25 @@ Status SharedMemoryNode::combineFromPeers(CollectiveContext& node, size_t from, 
   char* bounce = node.stagingBytes(piece * static_cast<size_t>(ranks_ + (streaming ? 1 : 0)));
   char* combined = bounce + static_cast<size_t>(ranks_) * piece;
   const bool ownThroughBounce = overlaps(own, dst, bytes) && (own != dst || localRank_ >= 2);
+  // A peer's block in an allocation mapped here is combined where it lies.
+  views_.assign(static_cast<size_t>(ranks_), nullptr);
+  for (int p = 0; p < ranks_; ++p) {
+    if (p != localRank_) views_[p] = peers_.viewOf(p, peerBlocks_[p] + from, bytes);
+  }
   for (size_t at = 0; at < bytes; at += piece) {
     const size_t length = std::min(piece, bytes - at);
     for (int p = 0; p < ranks_; ++p) {
       char* staged = bounce + static_cast<size_t>(p) * piece;
       if (p != localRank_) {
-        FW_RETURN_IF_ERROR(readPeer(p, staged, peerBlocks_[p] + from + at, length));
+        if (views_[p] == nullptr) FW_RETURN_IF_ERROR(peers_.read(p, staged, peerBlocks_[p] + from + at, length));
       } else if (ownThroughBounce) {
         segmentCopy(staged, own + at, length);
       }
     }
     char* target = streaming ? combined : dst + at;
     combineInRankOrder(node, ranks_, target, length / es, [&](int p) -> const char* {
-      return p == localRank_ && !ownThroughBounce ? own + at : bounce + static_cast<size_t>(p) * piece;
+      if (p == localRank_) return ownThroughBounce ? bounce + static_cast<size_t>(p) * piece : own + at;
+      return views_[p] != nullptr ? views_[p] + at : bounce + static_cast<size_t>(p) * piece;
     });
     node.reducer().finalize(target, length / es);
     if (streaming) resultCopy(dst + at, combined, length, true);
@@ -360,13 +394,13 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
   if (copyFirst) FW_RETURN_IF_ERROR(node.copy(ownInOut, own, ownCount));
   const void* published = copyFirst ? ownInOut : own;
   // Out of place into a buffer that streams, the blocks go past the cache
-  // as all-to-all's do (readPeerThrough). 2 ranks, medians of 8 runs in
+  // as all-to-all's do (PeerMemory::readThrough). 2 ranks, medians of 8 runs in
   // ABBA order, us a call: 4 MiB 1,149 to 762 and 8 MiB 2,659 to 2,032
   // between near cores, 1,051 to 796 and 2,736 to 1,941 between far ones.
   // In place they measured the same or slower (4 MiB 378 to 487): the
   // output is where the rank's own block already lies in the cache.
   const bool streaming = own != ownInOut && streams(blocks.count * es);
-  char* bounce = streaming ? node.stagingBytes(kStreamedPieceBytes) : nullptr;
+  char* bounce = streaming ? node.stagingBytes(PeerMemory::kStreamedPieceBytes) : nullptr;
   return singleCopyRound(
       node, kAllgatherInPlace, blocks.count, published, false, 0, [] {},
       [&] {
@@ -376,7 +410,7 @@ Status SharedMemoryNode::allgatherInPlace(CollectiveContext& node, const void* o
         return Status::ok();
       },
       [&](int q, uint64_t theirs) {
-        return readPeerThrough(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es, bounce);
+        return peers_.readThrough(q, out.at(q, 0), theirs, blocks.chunkCount(q) * es, bounce);
       });
 }
 
@@ -396,7 +430,7 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* p
   FW_RETURN_IF_ERROR(beginRound(node, kBroadcastInPlace, root, count, 0));
   Control& mine = control(localRank_);
   const bool rootInPlace = published == buf;
-  mine.userBuffer[round_ % 2].store(reinterpret_cast<uintptr_t>(published), std::memory_order_relaxed);
+  publishBuffer(round_ % 2, published);
   mine.publishedInPlace[round_ % 2].store(rootInPlace ? 1 : 0, std::memory_order_relaxed);
   arrive();
   Status st;
@@ -404,7 +438,7 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* p
     st = awaitArrival(root);
     const bool rootWrites = st.isOk() && control(root).publishedInPlace[round_ % 2].load(std::memory_order_relaxed) != 0;
     const size_t readBytes = rootWrites ? total - rootShare : total;
-    if (st.isOk()) st = readPeer(root, buf, control(root).userBuffer[round_ % 2].load(std::memory_order_relaxed), readBytes);
+    if (st.isOk()) st = peers_.read(root, buf, peerBuffer(root, round_ % 2), readBytes);
     if (st.isOk()) post(finished(round_));
     if (st.isOk() && rootWrites) st = await(root, finished(round_));
   } else {
@@ -418,7 +452,7 @@ Status SharedMemoryNode::broadcastInPlace(CollectiveContext& node, const void* p
         const int q = (localRank_ + step) % ranks_;
         st = awaitArrival(q);
         if (st.isOk()) {
-          st = writePeer(q, control(q).userBuffer[round_ % 2].load(std::memory_order_relaxed) + (total - rootShare),
+          st = peers_.write(q, peerBuffer(q, round_ % 2) + (total - rootShare),
                          tail, rootShare);
         }
       }
