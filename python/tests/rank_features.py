@@ -409,3 +409,30 @@ def collective_module_goes_straight_to_the_backend(rank, world):
         else:
             dist.new_group(evens, backend="gloo")  # every rank takes part in making a group
     return True
+
+
+def mappable_tensors(rank, world):
+    """Collectives on fairway.torch.mappable_empty tensors, on every rank or
+    only some, past the size where the ranks agree to write into each
+    other's outputs; the peers' memory is mapped here where every rank's is."""
+    import fairway.torch
+
+    def peer_mappings():
+        with open("/proc/self/maps") as maps:
+            return sum("memfd:fairway-host-memory" in line for line in maps)
+
+    z = fairway.torch.mappable_empty(3, 5, dtype=torch.bfloat16)
+    assert z.shape == (3, 5) and z.dtype == torch.bfloat16 and not z.is_cuda and torch.all(z == 0)
+    count = 300007
+    for everyone in (True, False):
+        mine = everyone or rank % 2 == 0
+        make = (lambda: fairway.torch.mappable_empty(count)) if mine else (lambda: torch.empty(count))
+        x = make()
+        x.copy_(torch.arange(count, dtype=torch.float32) + rank)
+        dist.all_reduce(x)
+        want = torch.arange(count, dtype=torch.float32) * world + sum(range(world))
+        assert torch.equal(x, want), (everyone, x[:4])
+        out = fairway.torch.mappable_empty(count * world) if mine else torch.empty(count * world)
+        dist.all_gather_into_tensor(out, torch.full((count,), float(rank)))
+        assert torch.equal(out, torch.arange(world).repeat_interleave(count).float()), everyone
+    return peer_mappings() > 0

@@ -178,3 +178,8 @@ def test_functional_collectives_eager_and_compiled_match_gloo():
 
 def test_collective_module_goes_straight_to_the_backend():
     run_ranks(3, rank_features.collective_module_goes_straight_to_the_backend)
+
+
+def test_mappable_tensors_reduce_alike_and_are_mapped_by_the_peers():
+    # Rank results: whether each mapped its peers' memory.
+    assert all(run_ranks(2, rank_features.mappable_tensors))

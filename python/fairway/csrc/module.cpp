@@ -130,6 +130,24 @@ PYBIND11_MODULE(_C, m) {
     return version;
   });
   m.def("nocolor", [] { return FAIRWAY_SPLIT_NOCOLOR; });
+  // A CPU tensor in fwHostMemAlloc memory (zeroed), freed with the tensor.
+  m.def(
+      "mappable_empty",
+      [](std::vector<int64_t> sizes, at::ScalarType type) {
+        int64_t elements = 1;
+        for (int64_t s : sizes) {
+          if (s < 0) throw py::value_error("fairway: a tensor size is negative");
+          elements *= s;
+        }
+        const size_t bytes = std::max<size_t>(static_cast<size_t>(elements) * c10::elementSize(type), 1);
+        void* p = nullptr;
+        if (fwHostMemAlloc(&p, bytes) != fwSuccess) {
+          throw std::runtime_error(std::string("fairway: fwHostMemAlloc: ") + fwGetLastErrorMessage());
+        }
+        return at::from_blob(p, sizes, [](void* q) { (void)fwHostMemFree(q); },
+                             at::TensorOptions().dtype(type).device(at::kCPU));
+      },
+      py::arg("sizes"), py::arg("dtype"));
   // The wire formats of fairway.h's fwCompressKind_t, by the names the C API's docs use.
   m.def("compression_kinds", [] {
     py::dict kinds;

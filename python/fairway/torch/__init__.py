@@ -108,6 +108,18 @@ def register():
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True, devices=["cpu", "cuda"])
 
 
+def mappable_empty(*size, dtype=torch.float32):
+    """A zeroed CPU tensor in memory the node's other ranks can map
+    (fwHostMemAlloc, freed with the tensor). Collectives on such tensors
+    have their peers copy with plain loads and stores instead of the
+    kernel's copy between processes, and large ones move each byte once
+    (docs/usage.md); any other CPU tensor works as before. Sizes as for
+    torch.empty: mappable_empty(4, 1024) or mappable_empty((4, 1024))."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    return _C.mappable_empty([int(s) for s in size], dtype)
+
+
 register()
 
-__all__ = ["BACKEND_NAME", "FairwayBackend", "NamedProcessGroup", "register"]
+__all__ = ["BACKEND_NAME", "FairwayBackend", "NamedProcessGroup", "mappable_empty", "register"]
