@@ -117,6 +117,7 @@ char* PeerMappings::view(int peer, const MappableAllocation& a) {
   auto it = mappings_.find(key);
   if (it != mappings_.end()) {
     it->second.used = ++views_;
+    it->second.call = call_;
     return it->second.bytes == a.bytes ? it->second.local : nullptr;
   }
   if (pidfds_[peer] < 0) {
@@ -141,18 +142,26 @@ char* PeerMappings::view(int peer, const MappableAllocation& a) {
   }
   close(fd);
   if (local == MAP_FAILED) return nullptr;
-  if (mappings_.size() >= std::max(kMostMappings, 4 * pids_.size())) dropLeastRecentlyUsed();
-  mappings_.emplace(key, Mapping{static_cast<char*>(local), a.bytes, ++views_});
+  mappings_.emplace(key, Mapping{static_cast<char*>(local), a.bytes, ++views_, call_});
+  mappedBytes_ += a.bytes;
+  trim();
   return static_cast<char*>(local);
 }
 
-void PeerMappings::dropLeastRecentlyUsed() {
-  auto oldest = mappings_.begin();
-  for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
-    if (it->second.used < oldest->second.used) oldest = it;
+void PeerMappings::trim() {
+  for (;;) {
+    size_t idleBytes = 0;
+    auto oldest = mappings_.end();
+    for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
+      if (it->second.call == call_) continue;  // the current call may still use it
+      idleBytes += it->second.bytes;
+      if (oldest == mappings_.end() || it->second.used < oldest->second.used) oldest = it;
+    }
+    if (oldest == mappings_.end() || (mappings_.size() <= mostMappings() && idleBytes <= kMostIdleBytes)) return;
+    munmap(oldest->second.local, oldest->second.bytes);
+    mappedBytes_ -= oldest->second.bytes;
+    mappings_.erase(oldest);
   }
-  munmap(oldest->second.local, oldest->second.bytes);
-  mappings_.erase(oldest);
 }
 
 }  // namespace fairway

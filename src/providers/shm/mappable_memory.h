@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -49,10 +50,13 @@ bool anyMappable();
 // inode the owner published) and mapped whole. A peer whose files cannot
 // be taken (no ptrace access, a kernel before 5.6) is not asked again.
 // Ids are never reused, so a mapping stays right for its id; an owner's
-// freed allocation lives on in its mapping here until the cache, past
-// kMostMappings (or four per peer), drops the one used longest ago: a
-// call views at most two allocations per peer, so none it still uses.
-// Not shared between threads.
+// freed allocation lives on in its mapping here (its pages too) until the
+// cache drops it: past kMostMappings (or four per peer), or past
+// kMostIdleBytes of mappings the current call has not used, it drops the
+// one used longest ago that the current call has not used. A job that
+// keeps more than that in distinct buffers maps some again (correct,
+// slower); one that allocates afresh every step keeps at most that much
+// of its peers' freed memory alive. Not shared between threads.
 class PeerMappings {
  public:
   explicit PeerMappings(std::vector<pid_t> pids) : pids_(std::move(pids)), pidfds_(pids_.size(), -1),
@@ -63,20 +67,33 @@ class PeerMappings {
   // peer's allocation `a` in this process, or nullptr where it cannot be
   // mapped (the caller then takes the kernel's copy).
   char* view(int peer, const MappableAllocation& a);
+  // A collective begins: what it views from now on is in use until the
+  // next; idle mappings past the limits go now.
+  void beginCall() {
+    ++call_;
+    if (mappings_.size() > mostMappings() || mappedBytes_ > kMostIdleBytes) trim();
+  }
   static constexpr size_t kMostMappings = 64;
+  static constexpr size_t kMostIdleBytes = size_t{4} << 30;
 
  private:
   struct Mapping {
     char* local;
     size_t bytes;
     uint64_t used;  // when last viewed, for dropping the one used longest ago
+    uint64_t call;  // the call that last viewed it
   };
-  void dropLeastRecentlyUsed();
+  // Drops idle mappings, the one used longest ago first, while there are
+  // too many or they hold too many bytes.
+  void trim();
+  size_t mostMappings() const { return std::max(kMostMappings, 4 * pids_.size()); }
   std::vector<pid_t> pids_;
   std::vector<int> pidfds_;
   std::vector<bool> refused_;
   std::map<std::pair<int, uint64_t>, Mapping> mappings_;  // by (peer, id)
   uint64_t views_ = 0;
+  uint64_t call_ = 1;
+  size_t mappedBytes_ = 0;  // of every mapping
 };
 
 }  // namespace fairway

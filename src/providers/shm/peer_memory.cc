@@ -26,8 +26,9 @@ void PeerMemory::adopt(int peer, int which, const MappableAllocation& a) {
   if (local != nullptr) view = View{a.base, a.bytes, local};
 }
 
-void PeerMemory::forgetAll() {
+void PeerMemory::beginCall() {
   for (auto& views : views_) views = {};
+  mappings_.beginCall();
 }
 
 char* PeerMemory::viewOf(int peer, uint64_t remote, size_t bytes) const {

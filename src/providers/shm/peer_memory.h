@@ -28,9 +28,9 @@ class PeerMemory {
   // (0: its published buffer, 1: its result) that this call reaches: it
   // is mapped here (once per allocation) and serves the copies below.
   void adopt(int peer, int which, const MappableAllocation& a);
-  // Drops every slot's allocation: a call's first step, as an earlier
+  // A call's first step: drops every slot's allocation, as an earlier
   // call's address range may be another buffer's now.
-  void forgetAll();
+  void beginCall();
   // peer's bytes [remote, remote + bytes) in this process, where they lie
   // whole in an adopted allocation; nullptr otherwise.
   char* viewOf(int peer, uint64_t remote, size_t bytes) const;

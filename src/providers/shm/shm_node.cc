@@ -165,7 +165,7 @@ Status SharedMemoryNode::enterCall(const CollectiveContext& node) {
     return Status(fwInternalError, "the shared-memory provider serves the node's " + std::to_string(ranks_) +
                                        " ranks, not a group of " + std::to_string(node.size()));
   }
-  peers_.forgetAll();
+  peers_.beginCall();
   return Status::ok();
 }
 
