@@ -41,11 +41,11 @@ char* PeerMemory::viewOf(int peer, uint64_t remote, size_t bytes) const {
 }
 
 Status PeerMemory::read(int peer, void* local, uint64_t remote, size_t bytes) const {
-  return transfer(peer, local, remote, bytes, false);
+  return transfer(peer, local, remote, bytes, false, false);
 }
 
-Status PeerMemory::write(int peer, uint64_t remote, const void* local, size_t bytes) const {
-  return transfer(peer, const_cast<void*>(local), remote, bytes, true);
+Status PeerMemory::write(int peer, uint64_t remote, const void* local, size_t bytes, bool streaming) const {
+  return transfer(peer, const_cast<void*>(local), remote, bytes, true, streaming);
 }
 
 Status PeerMemory::readThrough(int peer, void* local, uint64_t remote, size_t bytes, char* bounce) const {
@@ -65,11 +65,12 @@ Status PeerMemory::readThrough(int peer, void* local, uint64_t remote, size_t by
 
 // The kernel may move fewer bytes than asked (a page boundary it could
 // not pin at once): the rest goes in further calls.
-Status PeerMemory::transfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const {
+Status PeerMemory::transfer(int peer, void* local, uint64_t remote, size_t bytes, bool write,
+                            bool streaming) const {
   char* mine = static_cast<char*>(local);
   if (char* view = viewOf(peer, remote, bytes)) {
     if (write) {
-      segmentCopy(view, mine, bytes);
+      resultCopy(view, mine, bytes, streaming);
     } else {
       segmentCopy(mine, view, bytes);
     }

@@ -36,9 +36,10 @@ class PeerMemory {
   char* viewOf(int peer, uint64_t remote, size_t bytes) const;
 
   // Copies bytes at remote (peer's address space) to local, or local to
-  // remote: plain copies where viewOf has them, else the kernel's.
+  // remote: plain copies where viewOf has them (a write with streaming
+  // stores when asked), else the kernel's.
   Status read(int peer, void* local, uint64_t remote, size_t bytes) const;
-  Status write(int peer, uint64_t remote, const void* local, size_t bytes) const;
+  Status write(int peer, uint64_t remote, const void* local, size_t bytes, bool streaming = false) const;
   // read, or with a bounce buffer (of kStreamedPieceBytes) for a
   // destination that streams: the kernel's copy stores through the cache,
   // reading every destination line first, so there the bytes land piece
@@ -53,7 +54,7 @@ class PeerMemory {
   static constexpr size_t kStreamedPieceBytes = size_t{256} << 10;
 
  private:
-  Status transfer(int peer, void* local, uint64_t remote, size_t bytes, bool write) const;
+  Status transfer(int peer, void* local, uint64_t remote, size_t bytes, bool write, bool streaming) const;
   struct View {
     uint64_t base = 0, bytes = 0;
     char* local = nullptr;  // null: none

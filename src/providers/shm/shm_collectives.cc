@@ -76,7 +76,7 @@ Status SharedMemoryNode::reduceInRounds(CollectiveContext& node, const void* sen
   // peer's results once, in the cache (2 MiB in place 105 against 215).
   if (root < 0 && (ranks_ > 2 || !singleCopy_.allreduce.holds(count * es))) {
     bool mappedPeers = false;
-    const bool mine = mapped(send, count * es) && mapped(recv, count * es);
+    const bool mine = asksWhetherMapped(count * es) && mapped(send, count * es) && mapped(recv, count * es);
     FW_RETURN_IF_ERROR(mappedEverywhere(node, count * es, mine, &mappedPeers));
     if (mappedPeers) return allreduceMapped(node, send, recv, count);
   }
@@ -213,7 +213,8 @@ Status SharedMemoryNode::reduceScatterFrom(CollectiveContext& node, const InputB
   const ChunkLayout& blocks = in.layout();
   if (singleCopy_.reduceScatter.holds(blocks.count * es)) return reduceScatterInPlace(node, in, out);
   bool mappedPeers = false;
-  const bool mine = in.list() == nullptr && mapped(in.at(0, 0), blocks.count * es);
+  const bool mine =
+      asksWhetherMapped(blocks.count * es) && in.list() == nullptr && mapped(in.at(0, 0), blocks.count * es);
   FW_RETURN_IF_ERROR(mappedEverywhere(node, blocks.count * es, mine, &mappedPeers));
   if (mappedPeers) return reduceScatterInPlace(node, in, out);
   const size_t perRound = chunkBytes_ / es / static_cast<size_t>(ranks_);
@@ -274,7 +275,8 @@ Status SharedMemoryNode::allgatherInto(CollectiveContext& node, const void* own,
   // Peers write into this rank's output (allgatherMapped).
   bool mappedPeers = false;
   const size_t outBytes = (blocks.chunkOffset(ranks_ - 1) + blocks.chunkCount(ranks_ - 1)) * es;
-  const bool mine = out.list() == nullptr && mapped(out.at(0, 0), outBytes);
+  const bool mine = asksWhetherMapped(blocks.chunkCount(0) * es) && out.list() == nullptr &&
+                    mapped(out.at(0, 0), outBytes);
   FW_RETURN_IF_ERROR(mappedEverywhere(node, blocks.chunkCount(0) * es, mine, &mappedPeers));
   if (mappedPeers) return allgatherMapped(node, own, out);
   const size_t perRound = chunkBytes_ / es;
@@ -396,7 +398,8 @@ Status SharedMemoryNode::alltoall(CollectiveContext& node, const void* send, voi
   const bool inPlace = send == recv;
   if (singleCopy_.alltoall.holds(blockCount * es)) return alltoallInPlace(node, send, recv, blockCount);
   bool mappedPeers = false;
-  FW_RETURN_IF_ERROR(mappedEverywhere(node, blockCount * es, mapped(send, blockCount * es * ranks_), &mappedPeers));
+  const bool mine = asksWhetherMapped(blockCount * es) && mapped(send, blockCount * es * ranks_);
+  FW_RETURN_IF_ERROR(mappedEverywhere(node, blockCount * es, mine, &mappedPeers));
   if (mappedPeers) return alltoallInPlace(node, send, recv, blockCount);
   if (yieldWhenIdle_ && blockCount * es >= kAlltoallMessagesFromBytes) {
     return NodePhase::alltoall(node, send, recv, blockCount);  // stages an in-place send

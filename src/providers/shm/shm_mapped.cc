@@ -10,22 +10,11 @@
 // could not map a peer's buffer after all (its mapping refused), it
 // reaches it through the kernel's copy instead, in the same rounds.
 #include <algorithm>
-#include <cstring>
 
 #include "providers/shm/shm_copy.h"
 #include "providers/shm/shm_node.h"
 
 namespace fairway {
-
-// Copies bytes at `from` here to peer's remote address: a plain copy
-// into its mapped buffer, streaming when asked, or the kernel's copy.
-Status SharedMemoryNode::pushToPeer(int peer, uint64_t remote, const char* from, size_t bytes, bool streaming) const {
-  if (char* view = peers_.viewOf(peer, remote, bytes)) {
-    resultCopy(view, from, bytes, streaming);
-    return Status::ok();
-  }
-  return peers_.write(peer, remote, from, bytes);
-}
 
 // Every rank publishes its output's base and, once all have arrived,
 // writes its block into each output at its place (the layout is every
@@ -51,7 +40,7 @@ Status SharedMemoryNode::allgatherMapped(CollectiveContext& node, const void* ow
     const size_t length = std::min(kReducePieceBytes, ownBytes - at);
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;  // not all ranks into one output at once
-      FW_RETURN_IF_ERROR(pushToPeer(q, peerBlocks_[q] + place + at, block + at, length, true));
+      FW_RETURN_IF_ERROR(peers_.write(q, peerBlocks_[q] + place + at, block + at, length, true));
     }
     if (block != ownInOut) resultCopy(ownInOut + at, block + at, length, streaming);
   }
@@ -102,7 +91,7 @@ Status SharedMemoryNode::allreduceMapped(CollectiveContext& node, const void* se
     node.reducer().finalize(combined, length / es);
     for (int step = 1; step < ranks_; ++step) {
       const int q = (localRank_ + step) % ranks_;
-      FW_RETURN_IF_ERROR(pushToPeer(q, results[q] + ownAt + at, combined, length, true));
+      FW_RETURN_IF_ERROR(peers_.write(q, results[q] + ownAt + at, combined, length, true));
     }
     resultCopy(ownOut + at, combined, length, streaming);
   }

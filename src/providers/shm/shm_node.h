@@ -379,7 +379,6 @@ class SharedMemoryNode final : public NodePhase {
   // Where every rank's buffers are mapped (shm_mapped.cc).
   Status allgatherMapped(CollectiveContext& node, const void* own, const OutputBlocks& out);
   Status allreduceMapped(CollectiveContext& node, const void* send, void* recv, size_t count);
-  Status pushToPeer(int peer, uint64_t remote, const char* from, size_t bytes, bool streaming) const;
   // allreduceInPlace's reads with the rounds' results (see the definition).
   Status allreduceReadingInputs(CollectiveContext& node, const void* send, void* recv, size_t count);
   // What the single-copy reductions share (see the definitions).
@@ -406,6 +405,9 @@ class SharedMemoryNode final : public NodePhase {
   // calls, so all take the same path after it; elsewhere it answers
   // false without a round.
   Status mappedEverywhere(const CollectiveContext& node, size_t bytes, bool mine, bool* every);
+  // Whether mappedEverywhere runs its round for a call of `bytes`: callers
+  // look their buffers up (under the allocations' lock) only then.
+  bool asksWhetherMapped(size_t bytes) const { return mappedCopies_ && bytes >= kMappedFromBytes; }
   // Whether [p, p + bytes) lies in one fwHostMemAlloc allocation.
   static bool mapped(const void* p, size_t bytes);
   // Publishes p as this round's userBuffer (userResult) of parity, with

@@ -57,7 +57,7 @@ bool SharedMemoryNode::mapped(const void* p, size_t bytes) {
 // on a call of 512 KiB or more, which takes tens of microseconds at least.
 Status SharedMemoryNode::mappedEverywhere(const CollectiveContext& node, size_t bytes, bool mine, bool* every) {
   *every = false;
-  if (!mappedCopies_ || bytes < kMappedFromBytes) return Status::ok();
+  if (!asksWhetherMapped(bytes)) return Status::ok();
   FW_RETURN_IF_ERROR(beginRound(node, kMappedCheck, -1, bytes, 0));
   control(localRank_).buffersMapped[round_ % 2].store(mine ? 1 : 0, std::memory_order_relaxed);
   arrive();
