@@ -33,7 +33,8 @@ case "$mode" in
   asan)
     configure build-asan -DFAIRWAY_SANITIZE=address,undefined
     cmake --build build-asan -j "${FAIRWAY_BUILD_JOBS:-$(nproc)}" --target fairway fairway-transport-ucx fairway_unit_tests \
-      fairway_error_tests fairway_api_tests fairway_collective_tests fairway_list_form_tests fairway_shared_memory_tests
+      fairway_error_tests fairway_api_tests fairway_collective_tests fairway_list_form_tests fairway_shared_memory_tests \
+      fairway_trace_tests fairway-trace
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
     # use_tls=0: clang 14's LeakSanitizer misreads the dynamic TLS of
     # libraries loaded with dlopen (UCX's, through the transport plugin)
@@ -59,7 +60,7 @@ case "$mode" in
     runs=${2:-}
     configure build-fuzz -DFAIRWAY_SANITIZE=address,undefined -DFAIRWAY_BUILD_FUZZERS=ON -DFAIRWAY_BUILD_TESTS=OFF \
       -DFAIRWAY_BUILD_PERF=OFF
-    targets=(fuzz_bootstrap_frames fuzz_unique_id fuzz_config fuzz_topology)
+    targets=(fuzz_bootstrap_frames fuzz_unique_id fuzz_config fuzz_topology fuzz_trace_dump)
     cmake --build build-fuzz -j "${FAIRWAY_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
     export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0

@@ -149,6 +149,16 @@ FAIRWAY_API fwResult_t fwCommUserRank(const fwComm_t comm, int* rank);
  * that NCCL reported for work already enqueued on a stream. */
 FAIRWAY_API fwResult_t fwCommGetAsyncError(fwComm_t comm, fwResult_t* asyncError);
 
+/* ---- Why a job hangs (docs/debugging.md) ----
+ * Every communicator keeps a flight record of its last operations
+ * (FAIRWAY_TRACE_ENTRIES). A dump holds every live communicator of the
+ * process, in torch's flight-recorder format, in one file of dir named
+ * pid<PID>.fairway_rank<RANK>; `fairway-trace DIR` reads all ranks' dumps
+ * and names the culprit. dir NULL or "": FAIRWAY_TRACE_DIR (fwInvalidUsage
+ * where neither is set). Callable from any thread, on a broken
+ * communicator too; it does not wait for the peers. */
+FAIRWAY_API fwResult_t fwCommDumpTrace(fwComm_t comm, const char* dir);
+
 /* ---- Surviving a lost rank (docs/recovery.md) ----
  * A communicator has three states. Healthy. Broken: a rank failed (died,
  * stopped past FAIRWAY_TIMEOUT_MS, lost its connection) or aborted; every

@@ -70,21 +70,8 @@ std::unique_ptr<AnySourceReceive> anySourceReceive(const Message& m) {
   return receive;
 }
 
-Status runBlocking(fwComm_t comm, fwStream_t stream, const Message& m) {
-  Communicator* impl = nullptr;
-  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
-  FW_RETURN_IF_ERROR(validateMessage(*impl, m));
-  // An empty message with a stream takes the device path too, as an empty
-  // collective does, so it stays in step with its peer's device messages.
-  const bool device = m.count > 0 ? impl->memoryTypeOf(m.buf) == MemoryType::Cuda
-                                  : stream != nullptr && impl->hasDevicePath() && m.plain();
-  if (device) {
-    FW_RETURN_IF_ERROR(requirePlainOnDevice(m));
-    if (m.source != nullptr) *m.source = m.peer;
-    return m.isSend ? impl->deviceSend(m.buf, m.count, m.datatype, m.peer, stream)
-                    : impl->deviceRecv(m.buf, m.count, m.datatype, m.peer, stream);
-  }
-  FW_RETURN_IF_ERROR(validateHostStream(stream));
+// A blocking message on host memory, validated.
+Status runHostMessage(Communicator* impl, const Message& m) {
   if (m.anySource()) {
     auto receive = anySourceReceive(m);
     FW_RETURN_IF_ERROR(impl->pointToPoint().waitAnySource(receive.get()));
@@ -96,6 +83,34 @@ Status runBlocking(fwComm_t comm, fwStream_t stream, const Message& m) {
   FW_RETURN_IF_ERROR(impl->messenger().wait(&pending));
   if (m.source != nullptr) *m.source = m.peer;
   return Status::ok();
+}
+
+Status runBlocking(fwComm_t comm, fwStream_t stream, const Message& m) {
+  Communicator* impl = nullptr;
+  FW_RETURN_IF_ERROR(lookupComm(comm, &impl));
+  FW_RETURN_IF_ERROR(validateMessage(*impl, m));
+  // An empty message with a stream takes the device path too, as an empty
+  // collective does, so it stays in step with its peer's device messages.
+  const bool device = m.count > 0 ? impl->memoryTypeOf(m.buf) == MemoryType::Cuda
+                                  : stream != nullptr && impl->hasDevicePath() && m.plain();
+  if (device) {
+    FW_RETURN_IF_ERROR(requirePlainOnDevice(m));
+    if (m.source != nullptr) *m.source = m.peer;
+    const uint64_t trace = impl->traceMessage(m.isSend, m.peer, m.count, m.datatype, stream);
+    const Status st = m.isSend ? impl->deviceSend(m.buf, m.count, m.datatype, m.peer, stream)
+                               : impl->deviceRecv(m.buf, m.count, m.datatype, m.peer, stream);
+    if (st.isOk()) {
+      impl->traceEnqueued(trace);
+    } else {
+      impl->traceEnded(trace, st, m.bytes());
+    }
+    return st;
+  }
+  FW_RETURN_IF_ERROR(validateHostStream(stream));
+  const uint64_t trace = impl->traceMessage(m.isSend, m.anySource() ? -1 : m.peer, m.count, m.datatype, nullptr);
+  const Status st = runHostMessage(impl, m);
+  impl->traceEnded(trace, st, m.bytes());
+  return st;
 }
 
 fwResult_t blocking(fwComm_t comm, fwStream_t stream, const Message& m) {
@@ -110,10 +125,18 @@ Status start(fwComm_t comm, const Message& m, std::shared_ptr<RequestState> stat
     return Status(fwInvalidUsage, "non-blocking calls take host buffers; device buffers go to the blocking call "
                                   "with a stream");
   }
-  if (!m.anySource()) return postMessage(impl, m, &state->message);
-  // Matched later, by fwTest or fwWait (one try now).
-  state->anySource = anySourceReceive(m);
-  return impl->pointToPoint().matchAnySource(state->anySource.get());
+  state->traceId = impl->traceMessage(m.isSend, m.anySource() ? -1 : m.peer, m.count, m.datatype, nullptr);
+  state->bytes = m.bytes();
+  Status st;
+  if (!m.anySource()) {
+    st = postMessage(impl, m, &state->message);
+  } else {
+    // Matched later, by fwTest or fwWait (one try now).
+    state->anySource = anySourceReceive(m);
+    st = impl->pointToPoint().matchAnySource(state->anySource.get());
+  }
+  if (!st.isOk()) impl->traceEnded(state->traceId, st, state->bytes);  // no request is made
+  return st;
 }
 
 fwResult_t nonBlocking(fwComm_t comm, const Message& m, fwRequest_t* request) {

@@ -84,6 +84,10 @@ struct Notification {
 Notification finishLocked(RequestState& request, const Status& outcome) {
   request.finished = true;
   request.outcome = outcome;
+  Communicator* impl = nullptr;
+  if (request.traceId != ~uint64_t{0} && lookupComm(request.comm, &impl).isOk()) {
+    impl->traceEnded(request.traceId, outcome, request.bytes);
+  }
   Notification owed{request.notify, request.notifyArg, outcome};
   request.notify = nullptr;
   return owed;

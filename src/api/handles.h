@@ -21,6 +21,8 @@ struct RequestState {
   Pending message;                                // or a send/recv
   std::unique_ptr<AnySourceReceive> anySource;    // or a receive from any source
   int* source = nullptr;                          // a receive's caller's place for the sender, or null
+  uint64_t traceId = ~uint64_t{0};                // a message's entry in its communicator's flight record
+  size_t bytes = 0;                               // a message's
 
   // Completion happens once: in the fwWait or fwTest that completes the
   // request, or on a Fairway thread when the request has a notification

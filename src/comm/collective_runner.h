@@ -34,6 +34,10 @@ class CollectiveRunner {
     DataSpace* space = nullptr;
     Hierarchy hierarchy;
     StagedWire* wire = nullptr;
+    // The call's entry in the flight record, posted where it was called;
+    // none: execute posts one (internal collectives).
+    uint64_t traceId = ~uint64_t{0};
+    bool startsAtPost = false;  // posted just now, with nothing queued before it
   };
 
   virtual int rank() const = 0;

@@ -10,6 +10,10 @@
 
 namespace fairway {
 
+namespace {
+constexpr size_t kTimedCallBytes = 64 << 10;
+}  // namespace
+
 Status Communicator::adoptMeasuredLinks() {
   MeasuredLinks measured;
   FW_RETURN_IF_ERROR(measureLinks(*this, &measured));
@@ -32,11 +36,16 @@ Communicator::Communicator(const Config& config, const Selector& selector,
                            LocalMachine* machine, const NetDeviceChoice& net)
     : config_(config), selector_(selector), messenger_(std::move(messenger)), layout_(layout), plan_(plan),
       netDevice_(net),
-      machine_(machine), pointToPoint_(*messenger_, messenger_->rank(), messenger_->size()) {
-  if (selector_.deviceRoutes().present) device_ = std::make_unique<DeviceCollectives>(*this, config_, *machine_);
+      machine_(machine), pointToPoint_(*messenger_, messenger_->rank(), messenger_->size()),
+      record_(static_cast<size_t>(config.traceEntries)) {
+  if (selector_.deviceRoutes().present) {
+    device_ = std::make_unique<DeviceCollectives>(*this, config_, *machine_, record_);
+  }
+  startTracing();
 }
 
 Communicator::~Communicator() {
+  unregisterTraceSource(this);
   executor_.drain();
   device_.reset();
 }
@@ -85,7 +94,12 @@ Status Communicator::checkListInHostMemory(const CollectiveArgs& args, bool anyB
 
 Status Communicator::deviceCollective(const CollectiveArgs& args, void* stream) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
-  return device_->run(args, stream);
+  // Device calls are numbered when the worker takes them (startReserved):
+  // the entry shows the number that call will get.
+  const uint64_t trace = record_.post(traceEntryOf(args, nextSequence_, 1, stream));
+  Status st = device_->run(args, stream, trace);
+  if (!st.isOk()) record_.ended(trace, st);
+  return st;
 }
 
 Status Communicator::deviceSend(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream) {
@@ -125,7 +139,13 @@ void Communicator::applyCompressionRules(CollectiveArgs* args) {
 
 Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
                              const Reserved& how) {
-  FW_RETURN_IF_ERROR(messenger_->brokenStatus());
+  const uint64_t trace = how.traceId != FlightRecord::kNone
+                             ? how.traceId
+                             : record_.post(traceEntryOf(args, sequence, how.space != nullptr, nullptr));
+  if (Status broken = messenger_->brokenStatus(); !broken.isOk()) {
+    record_.ended(trace, broken);
+    return broken;
+  }
   DataSpace& space = how.space != nullptr ? *how.space : hostSpace_;
   bool reduces = args.kind == CollectiveKind::AllReduce || args.kind == CollectiveKind::ReduceScatter ||
                  args.kind == CollectiveKind::Reduce;
@@ -135,6 +155,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   const Selection plan = how.chosen ? how.selection
                                     : selections_.select(selectionKeyOf(args, groupSize,
                                                                         group.empty() ? &layout_ : nullptr, false));
+  record_.started(trace, static_cast<uint8_t>(plan.algorithm), static_cast<uint8_t>(plan.node), how.startsAtPost);
   CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, *plan.pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
@@ -144,8 +165,10 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
     // The plan puts the node's phase (or, for the flat shm algorithm, the
     // whole call) on the node's segment: host memory of a whole communicator.
     if (!shm_ || !group.empty() || how.space != nullptr) {
-      return Status(fwInternalError, std::string("the plan put ") + collectiveName(args.kind) +
-                                         " on the node's segment, which this call cannot use");
+      const Status st(fwInternalError, std::string("the plan put ") + collectiveName(args.kind) +
+                                           " on the node's segment, which this call cannot use");
+      record_.ended(trace, st);
+      return st;
     }
     hierarchy.node = shm_.get();
   }
@@ -163,20 +186,35 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
     scratch_.forEachPendingList([&](Pending* list, size_t count) { messenger_->cancel(list, count); });
     if (how.wire != nullptr) (void)how.wire->finish(false);  // reports nothing once the call failed
     messenger_->fail(st);
+    record_.ended(trace, st);
+    dumpOnFailure(st.code() == fwTimeout ? "timeout" : "failure");
+    return st;
   }
+  // A blocking call under 64 KiB that started when posted records no end
+  // time (FlightRecord::ended): it is over in microseconds.
+  record_.ended(trace, st, !how.startsAtPost || args.count * elementSize >= kTimedCallBytes);
   // The caller names the collective (the C API, or an internal caller's
   // own context), so the message carries the name once.
   return st;
 }
 
 Status Communicator::collective(const CollectiveArgs& args) {
-  return executor_.runNow([&] { return execute(args, nextSequence_++, {}, Reserved()); });
+  Reserved how;
+  const uint32_t sequence = nextSequence_++;
+  how.traceId = record_.post(traceEntryOf(args, sequence, 0, nullptr));
+  how.startsAtPost = executor_.idle();  // else it waits for earlier calls first: its start is read then
+  return executor_.runNow([&] { return execute(args, sequence, {}, how); });
 }
 
 Status Communicator::startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   uint32_t sequence = nextSequence_++;
-  *operation = executor_.submit([this, args, sequence] { return execute(args, sequence, {}, Reserved()); });
+  const uint64_t trace = record_.post(traceEntryOf(args, sequence, 0, nullptr));
+  *operation = executor_.submit([this, args, sequence, trace] {
+    Reserved how;
+    how.traceId = trace;
+    return execute(args, sequence, {}, how);
+  });
   return Status::ok();
 }
 
@@ -247,7 +285,9 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
       next += 2;
       return allgatherBytesInGroup(members, next - 2, record, records);
     };
-    return Communicator::create(oob, newRank, static_cast<int>(members.size()), config_, out);
+    FW_RETURN_IF_ERROR(Communicator::create(oob, newRank, static_cast<int>(members.size()), config_, out));
+    nameTraceOfChild(out->get(), "split", members);
+    return Status::ok();
   });
 }
 
@@ -273,11 +313,13 @@ Status Communicator::destroy() {
 void Communicator::revoke() {
   messenger_->revoke(Status(fwRevoked, "rank " + std::to_string(rank()) + " revoked the communicator"));
   if (device_) device_->abort();
+  dumpOnFailure("revoke");
 }
 
 void Communicator::abort() {
   if (device_) device_->abort();
   messenger_->fail(Status(fwRemoteError, "rank " + std::to_string(rank()) + " aborted the communicator"));
+  dumpOnFailure("abort");
   executor_.drain();
   messenger_->disconnect();
 }

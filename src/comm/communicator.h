@@ -24,10 +24,12 @@
 #include "topo/net_device.h"
 #include "topo/rank_layout.h"
 #include "topo/transport_plan.h"
+#include "trace/flight_record.h"
+#include "trace/trace_registry.h"
 
 namespace fairway {
 
-class Communicator final : public CollectiveRunner {
+class Communicator final : public CollectiveRunner, public TraceSource {
  public:
   // Exchanges each rank's bytes with every other rank, out of band: the
   // bootstrap root, or a parent communicator during a split.
@@ -95,6 +97,21 @@ class Communicator final : public CollectiveRunner {
   // Breaks the communicator at once and tells the peers.
   void abort();
 
+  // The flight record (communicator_trace.cc): every operation's entry,
+  // and the process's dump of every communicator's (TraceSource).
+  const FlightRecord& flightRecord() const { return record_; }
+  CommunicatorTrace traceSnapshot() override;
+  int traceGlobalRank() const override { return globalRanks_.empty() ? rank() : globalRanks_[rank()]; }
+  // A message's entry (fwSend/fwRecv and their forms), posted and started
+  // now; peer -1: any source. traceEnded ends it (or an entry of a
+  // collective's non-blocking form: none, its executor ends it).
+  uint64_t traceMessage(bool isSend, int peer, size_t count, fwDataType_t datatype, void* stream);
+  void traceEnded(uint64_t id, const Status& result, size_t bytes);
+  // A device message, handed to its stream.
+  void traceEnqueued(uint64_t id) { record_.enqueued(id); }
+  // Writes the process's dump into dir (empty: FAIRWAY_TRACE_DIR).
+  Status dumpTrace(const std::string& dir, const std::string& reason, std::string* path);
+
  private:
   // The list forms take host memory only: an error naming the first
   // buffer that is device memory.
@@ -106,6 +123,15 @@ class Communicator final : public CollectiveRunner {
   // Maps the node's shared-memory segment (communicator_shm.cc); where it
   // cannot, says why and leaves the node's host collectives to UCX.
   Status attachSharedMemory();
+  // Registers with the process's dumps and arms FAIRWAY_TRACE_SIGNAL.
+  void startTracing();
+  // How a child of this one (split, shrink) is named in dumps: desc, and
+  // members, this communicator's ranks that form it.
+  void nameTraceOfChild(Communicator* child, const std::string& desc, const std::vector<int>& members) const;
+  // The entry a call of args as collective #sequence gets in the record.
+  TraceEntry traceEntryOf(const CollectiveArgs& args, uint32_t sequence, uint8_t memory, void* stream) const;
+  // Once per communicator, where FAIRWAY_TRACE_DIR is set: the dump of a failure.
+  void dumpOnFailure(const std::string& reason);
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
   Status execute(const CollectiveArgs& args, uint32_t sequence, const std::vector<int>& group,
                  const Reserved& how);
@@ -134,6 +160,12 @@ class Communicator final : public CollectiveRunner {
   PointToPoint pointToPoint_;
   std::unique_ptr<DeviceCollectives> device_;  // null on machines without a CUDA device
   std::unique_ptr<SharedMemoryNode> shm_;      // null where the node has no segment
+  FlightRecord record_;
+  std::string traceName_;          // the same on every member (a hash of the ranks' records)
+  std::string traceDesc_ = "world";
+  std::vector<int> globalRanks_;   // members as ranks of the first communicator
+  std::atomic<bool> failureDumped_{false};
+  uint64_t messagesTraced_ = 0;    // numbers messages' entries, in call order
   Executor executor_;  // last: its worker must stop before the rest goes
 };
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -86,6 +87,7 @@ struct Formation {
   std::vector<PeerInfo> peers;
   std::vector<bool> sameHost;        // peers whose process memory this one can read
   RankLayout layout;
+  uint64_t identity = 0;             // a hash of every rank's record: the same on each, new for each communicator
   TransportPlan plan;
   TransportRoutes routes;
   NetDeviceChoice net{"", "one node: no inter-node traffic"};
@@ -130,6 +132,12 @@ Status exchangeRankRecords(Formation& f) {
     f.sameHost[r] = f.mine.sharesProcessSpaceWith(f.peers[r]);
   }
   f.layout = RankLayout(nodeOfRank);
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (const auto& record : records) {
+    for (uint8_t byte : record) hash = (hash ^ byte) * 1099511628211ull;
+    hash = (hash ^ 0xff) * 1099511628211ull;
+  }
+  f.identity = hash;
   return Status::ok();
 }
 
@@ -246,6 +254,9 @@ Status Communicator::create(const OobAllgather& oob, int rank, int size, const C
   std::unique_ptr<Messenger> messenger;
   FW_RETURN_IF_ERROR(startMessenger(f, &messenger));
   out->reset(new Communicator(config, f.selector, std::move(messenger), f.layout, f.plan, f.machine, f.net));
+  char name[24];
+  std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(f.identity));
+  (*out)->traceName_ = name;
   FW_RETURN_IF_ERROR((*out)->attachSharedMemory());
   // The cost model matters only across nodes.
   if (config.measureLinks && f.layout.nodeCount() > 1) FW_RETURN_IF_ERROR((*out)->adoptMeasuredLinks());

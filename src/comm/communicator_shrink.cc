@@ -184,6 +184,7 @@ Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::uni
   };
   FW_RETURN_IF_ERROR(Communicator::create(oob, newRank, static_cast<int>(members.size()), config_, out)
                          .withContext("forming the shrunk communicator"));
+  nameTraceOfChild(out->get(), "shrink", members);
   // In-flight NCCL work with a failed rank never ends: abort it then.
   const bool abortInFlight = (flags & FAIRWAY_SHRINK_ABORT) || !messenger_->failedRanks().empty();
   Status st = shrinkNativeInto(excluded, abortInFlight, out->get());

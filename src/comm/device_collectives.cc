@@ -50,8 +50,10 @@ Status makeIdRecord(const NativeCollectivesEntry& nccl, uint8_t* record) {
 
 }  // namespace
 
-DeviceCollectives::DeviceCollectives(CollectiveRunner& comm, const Config& config, LocalMachine& machine)
+DeviceCollectives::DeviceCollectives(CollectiveRunner& comm, const Config& config, LocalMachine& machine,
+                                     FlightRecord& record)
     : comm_(comm),
+      record_(record),
       device_(*machine.device),
       nccl_(machine.nccl),
       timeoutMs_(config.timeoutMs),
@@ -283,14 +285,20 @@ PinnedWire& DeviceCollectives::wire() {
 // The selection table decides. NCCL's own collective is enqueued on the
 // stream; everything else is the plan's algorithm, run once on the worker
 // over the device buffers (runOnDevice).
-Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
+Status DeviceCollectives::run(const CollectiveArgs& a, void* stream, uint64_t traceId) {
   std::lock_guard<std::mutex> lock(mutex_);
   SelectionKey key = selectionKeyOf(a, comm_.size(), &comm_.layout(), /*onDevice=*/true);
   key.ncclRunsIt = ncclRuns(nccl_, a);
   const Selection plan = comm_.selector().select(key);
-  if (plan.algorithm == Algorithm::Native) return runNative(a, stream);
+  if (plan.algorithm == Algorithm::Native) {
+    // Its end is the stream's: the record says it went there.
+    FW_RETURN_IF_ERROR(runNative(a, stream));
+    record_.started(traceId, static_cast<uint8_t>(plan.algorithm), static_cast<uint8_t>(plan.node));
+    record_.enqueued(traceId);
+    return Status::ok();
+  }
   if (plan.node == Provider::Nccl) FW_RETURN_IF_ERROR(ensureNodePhase());
-  auto body = [this, a, plan](uint32_t sequence) { return runOnDevice(a, plan, sequence); };
+  auto body = [this, a, plan, traceId](uint32_t sequence) { return runOnDevice(a, plan, sequence, traceId); };
   const std::string shape = DeviceCallShapes::keyOf(a, comm_.size());
   if (shapesRun_.seen(shape)) return enqueueOnWorker(stream, 1, std::move(body));
   FW_RETURN_IF_ERROR(runBeforeReturning(stream, 1, std::move(body)));
@@ -303,8 +311,10 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream) {
 // else through pinned bounce buffers (the staged wire). Two-phase with
 // NCCL inside nodes has NCCL run its node phase and its rail work in
 // pinned host memory when UCX cannot reach the device's.
-Status DeviceCollectives::runOnDevice(const CollectiveArgs& a, const Selection& plan, uint32_t sequence) {
+Status DeviceCollectives::runOnDevice(const CollectiveArgs& a, const Selection& plan, uint32_t sequence,
+                                      uint64_t traceId) {
   CollectiveRunner::Reserved how;
+  how.traceId = traceId;
   how.chosen = true;
   how.selection = plan;
   how.space = &deviceSpace();

@@ -30,6 +30,7 @@
 #include "providers/private_stream.h"
 #include "providers/staging_buffer.h"
 #include "transports/device_runtime.h"
+#include "trace/flight_record.h"
 #include "transports/native_collectives.h"
 
 namespace fairway {
@@ -40,11 +41,12 @@ bool ncclRuns(const NativeCollectivesEntry* nccl, const CollectiveArgs& args);
 
 class DeviceCollectives {
  public:
-  DeviceCollectives(CollectiveRunner& comm, const Config& config, LocalMachine& machine);
+  // record: the communicator's, where device calls' entries are ended or marked enqueued.
+  DeviceCollectives(CollectiveRunner& comm, const Config& config, LocalMachine& machine, FlightRecord& record);
   ~DeviceCollectives();
 
   // args is validated and its buffers are device memory.
-  Status run(const CollectiveArgs& args, void* stream);
+  Status run(const CollectiveArgs& args, void* stream, uint64_t traceId);
   Status send(const void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
   Status recv(void* buf, size_t count, fwDataType_t datatype, int peer, void* stream);
   // Failures NCCL saw in work already enqueued.
@@ -99,7 +101,7 @@ class DeviceCollectives {
   // ranks serves the node phase, made at the first such call.
   Status ensureNodePhase();
   // The plan's algorithm, once, on the worker (see the .cc).
-  Status runOnDevice(const CollectiveArgs& args, const Selection& plan, uint32_t sequence);
+  Status runOnDevice(const CollectiveArgs& args, const Selection& plan, uint32_t sequence, uint64_t traceId);
   bool ucxDirect() const;
   PinnedDataSpace& pinnedRail();
   DeviceDataSpace& deviceSpace();
@@ -113,6 +115,7 @@ class DeviceCollectives {
   Status ensureStagingResources();
 
   CollectiveRunner& comm_;
+  FlightRecord& record_;
   DeviceRuntime& device_;
   // What the transport is told a device buffer's bytes are (host memory
   // under the host-emulated runtime).

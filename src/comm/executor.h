@@ -103,6 +103,8 @@ class Executor {
   // Waits until the queue is empty and nothing runs (running what nothing
   // has started).
   void drain();
+  // Nothing queued, running or waiting: a runNow now would start at once.
+  bool idle() const { return state_.load(std::memory_order_relaxed) == 0; }
   // How many coming posts wake the worker at once before the next lazy
   // one (0: the next post is lazy).
   int postsWakingTheWorker();

@@ -35,6 +35,9 @@ inline constexpr size_t kNoUpperEnd = size_t{1} << 40;
 
 struct Config {
   int64_t timeoutMs = 300000;          // FAIRWAY_TIMEOUT_MS
+  int64_t traceEntries = 2000;         // FAIRWAY_TRACE_ENTRIES
+  std::string traceDir;                // FAIRWAY_TRACE_DIR
+  std::string traceSignal = "USR1";    // FAIRWAY_TRACE_SIGNAL: USR1|USR2|none
   std::string transport = "auto";      // FAIRWAY_TRANSPORT: auto|ucx|nccl, every level
   std::string intraTransport = "auto"; // FAIRWAY_INTRA_TRANSPORT: auto|ucx|nccl, inside a node
                                        // (ucx: no shared-memory segment for host buffers either)

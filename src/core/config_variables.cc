@@ -215,6 +215,18 @@ std::vector<ConfigVariable> makeTable() {
     configVariable("FAIRWAY_TIMEOUT_MS", "300000",
         "longest wait for a peer before a call fails with `fwTimeout` naming it",
         integer(1, int64_t{1} << 40, [](auto& c) -> auto& { return c.timeoutMs; })),
+    configVariable("FAIRWAY_TRACE_ENTRIES", "2000",
+        "operations each communicator's flight record keeps (the last ones); 0 turns the record off "
+        "(docs/debugging.md)",
+        integer(0, 1 << 24, [](auto& c) -> auto& { return c.traceEntries; })),
+    configVariable("FAIRWAY_TRACE_DIR", "",
+        "directory for trace dumps: set, every rank writes its records there when a call times out or "
+        "fails, on a revoke or abort, and on `FAIRWAY_TRACE_SIGNAL`; read them with `fairway-trace DIR`",
+        text([](auto& c) -> auto& { return c.traceDir; })),
+    configVariable("FAIRWAY_TRACE_SIGNAL", "USR1",
+        "the signal that makes a process with `FAIRWAY_TRACE_DIR` set write its dump: `USR1`, `USR2` or "
+        "`none`",
+        choice({"USR1", "USR2", "none"}, [](auto& c) -> auto& { return c.traceSignal; })),
     configVariable("FAIRWAY_TRANSPORT", "auto",
         "transport for device buffers at every level: `auto`, `ucx` or `nccl`",
         choice({"auto", "ucx", "nccl"}, [](auto& c) -> auto& { return c.transport; })),

@@ -103,7 +103,8 @@ TEST(ConfigTable, ShownValuesReadBackAndBadValuesNameTheVariable) {
       {"FAIRWAY_SLICE_BYTES", "2M"},          {"FAIRWAY_INTRA_LINK", "2,7.5"},
       {"FAIRWAY_NET_DEVICES", "mlx5_0:1,mlx5_1:1"}, {"FAIRWAY_ALGO", "allgather:bruck;allreduce:ring"},
       {"FAIRWAY_COMPRESS", "allgather:bf16;allreduce:int8/128:1M"}, {"FAIRWAY_MEASURE_LINKS", "1"},
-      {"FAIRWAY_TRANSPORT", "nccl"},          {"FAIRWAY_STREAM_WAIT", "host-function"}};
+      {"FAIRWAY_TRANSPORT", "nccl"},          {"FAIRWAY_STREAM_WAIT", "host-function"},
+      {"FAIRWAY_TRACE_ENTRIES", "500"},       {"FAIRWAY_TRACE_SIGNAL", "USR2"}};
   for (const ConfigVariable& v : configVariables()) {
     if (v.reader != VariableReader::Config) continue;
     SCOPED_TRACE(v.name);
@@ -117,7 +118,8 @@ TEST(ConfigTable, ShownValuesReadBackAndBadValuesNameTheVariable) {
     // refuses this one.
     const std::set<std::string> freeText = {"FAIRWAY_TOPO_FILE",     "FAIRWAY_TOPO_DUMP_FILE", "FAIRWAY_COMM_ID",
                                             "FAIRWAY_JOB_SECRET",    "FAIRWAY_JOB_SECRET_FILE", "FAIRWAY_SOCKET_IFNAME",
-                                            "FAIRWAY_NODE_ID",       "FAIRWAY_PLUGIN_PATH",    "FAIRWAY_NET_DEVICES"};
+                                            "FAIRWAY_NODE_ID",       "FAIRWAY_PLUGIN_PATH",    "FAIRWAY_NET_DEVICES",
+                                            "FAIRWAY_TRACE_DIR"};
     Config c;
     const Status refused = v.apply("-1x|", &c);
     if (freeText.count(v.name) > 0) {

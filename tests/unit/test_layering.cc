@@ -22,7 +22,7 @@ const std::vector<std::vector<std::string>> kLevels = {
     {"include"},                            // the public C API
     {"src/core"},                           // status, types, kernels, config
     {"src/collective", "topo", "transports", "src/bootstrap"},  // what a call is; the machine; plugin interfaces
-    {"src/p2p"},                            // messenger, tags, scratch, waits
+    {"src/p2p", "src/trace"},               // messenger, tags, scratch, waits; flight records and their dumps
     {"src/algorithms"},                     // each algorithm once, and the dispatch to it
     {"src/selection", "src/providers"},     // the selection table; who moves a phase's data
     {"src/comm"},                           // communicator: lifecycle, executor, device calls
