@@ -93,6 +93,9 @@ CommunicatorTrace Communicator::traceSnapshot() {
   c.broken = messenger_->brokenStatus().message();
   c.failedRanks = messenger_->failedRanks();
   c.posted = record_.posted();
+  const Messenger::WaitNote waiting = messenger_->waitNote();
+  c.waitingOn = waiting.peer;
+  c.waitingSinceNs = waiting.sinceNs;
   c.entries = record_.snapshot();
   c.failures = record_.failureMessages();
   for (TraceEntry& e : c.entries) {

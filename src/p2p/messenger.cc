@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -250,9 +251,35 @@ Status Messenger::waitAll(Pending* list, size_t count) {
     *finished = remaining == 0;
     return failure;
   };
-  return waitLoop(poll, [&] { return diagnoseStall(list, count); }, [&] { return timeoutStatus(list, count); },
-                  [&] { cancel(list, count); });
+  WaitNoteScope waitNote(*this);
+  auto diagnose = [&] {
+    for (size_t i = 0; i < count; ++i) {
+      if (list[i].done) continue;
+      waitNote.note(list[i].peer);
+      break;
+    }
+    return diagnoseStall(list, count);
+  };
+  return waitLoop(poll, diagnose, [&] { return timeoutStatus(list, count); }, [&] { cancel(list, count); });
 }
+
+Messenger::WaitNote Messenger::waitNote() const {
+  WaitNote note;
+  note.peer = waitingOn_.load(std::memory_order_acquire);
+  note.sinceNs = waitingSinceNs_.load(std::memory_order_relaxed);
+  return note;
+}
+
+void Messenger::noteWaitingOn(int peer) {
+  if (waitingOn_.load(std::memory_order_relaxed) == peer) return;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  waitingSinceNs_.store(static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec),
+                        std::memory_order_relaxed);
+  waitingOn_.store(peer, std::memory_order_release);
+}
+
+void Messenger::clearWaitNote() { waitingOn_.store(-1, std::memory_order_release); }
 
 Status Messenger::waitUntil(const std::function<Status(bool* finished)>& poll,
                             const std::function<Status()>& timedOut) {

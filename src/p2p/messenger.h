@@ -105,6 +105,35 @@ class Messenger final : public MessagePort {
   // Closes connections; forced after a failure or abort.
   void disconnect();
 
+  // What a wait that idled past a health check waits on, for the live
+  // status query (fairway-trace --status): the rank (-1: none) and since
+  // when (real time, ns). Only waits that already sleep write it.
+  struct WaitNote {
+    int peer = -1;
+    uint64_t sinceNs = 0;
+  };
+  WaitNote waitNote() const;
+  void noteWaitingOn(int peer);
+  void clearWaitNote();
+  // Notes a wait's peer once it idles, and clears the note when the wait ends.
+  class WaitNoteScope {
+   public:
+    explicit WaitNoteScope(Messenger& messenger) : messenger_(messenger) {}
+    ~WaitNoteScope() {
+      if (noted_) messenger_.clearWaitNote();
+    }
+    void note(int peer) {
+      messenger_.noteWaitingOn(peer);
+      noted_ = true;
+    }
+    WaitNoteScope(const WaitNoteScope&) = delete;
+    WaitNoteScope& operator=(const WaitNoteScope&) = delete;
+
+   private:
+    Messenger& messenger_;
+    bool noted_ = false;
+  };
+
   int rank() const override { return rank_; }
   int64_t timeoutMs() const { return config_.timeoutMs; }
   int size() const override { return static_cast<int>(peers_.size()); }
@@ -162,6 +191,9 @@ class Messenger final : public MessagePort {
   int wakeFd_ = -1;  // an eventfd that cuts the idle thread's poll short
   std::thread idleProgress_;
   ProgressWatches watches_;
+
+  std::atomic<int> waitingOn_{-1};
+  std::atomic<uint64_t> waitingSinceNs_{0};
 
   std::atomic<bool> broken_{false};
   std::atomic<bool> revoked_{false};

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <map>
 #include <set>
 #include <sstream>
@@ -20,48 +19,10 @@ std::string rankList(const std::set<int>& ranks) {
   return text;
 }
 
-std::string clockText(uint64_t ns) {
-  if (ns == 0) return "?";
-  const time_t seconds = static_cast<time_t>(ns / 1000000000u);
-  tm parts{};
-  gmtime_r(&seconds, &parts);
-  char text[48];
-  std::snprintf(text, sizeof(text), "%02d:%02d:%02d.%03u UTC", parts.tm_hour, parts.tm_min, parts.tm_sec,
-                static_cast<unsigned>(ns % 1000000000u / 1000000u));
-  return text;
-}
-
 std::string secondsText(uint64_t ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ns) / 1e9);
   return text;
-}
-
-bool rooted(uint8_t kind) {
-  const auto k = static_cast<CollectiveKind>(kind);
-  return k == CollectiveKind::Broadcast || k == CollectiveKind::Reduce || k == CollectiveKind::Gather ||
-         k == CollectiveKind::Scatter;
-}
-
-bool reduces(uint8_t kind) {
-  const auto k = static_cast<CollectiveKind>(kind);
-  return k == CollectiveKind::AllReduce || k == CollectiveKind::ReduceScatter || k == CollectiveKind::Reduce;
-}
-
-// What every rank must agree on, as a reader would write the call.
-std::string callText(const TraceEntry& e) {
-  std::string text = tracedKindName(e.kind);
-  if (!e.isCollective()) {
-    const bool send = e.kind == static_cast<uint8_t>(TracedKind::Send);
-    return text + " (count " + std::to_string(e.count) + ", " + datatypeName(static_cast<fwDataType_t>(e.datatype)) +
-           (send ? ", to rank " : ", from ") + (e.rootOrPeer < 0 ? "any rank" : (send ? "" : "rank ") +
-           std::to_string(e.rootOrPeer)) + ")";
-  }
-  if (static_cast<CollectiveKind>(e.kind) == CollectiveKind::Barrier) return text;
-  text += " (count " + std::to_string(e.count) + ", " + datatypeName(static_cast<fwDataType_t>(e.datatype));
-  if (reduces(e.kind)) text += std::string(", ") + opName(static_cast<fwRedOp_t>(e.op));
-  if (rooted(e.kind)) text += ", root " + std::to_string(e.rootOrPeer);
-  return text + ")";
 }
 
 // One rank's collectives of one communicator, by number.
@@ -156,7 +117,7 @@ bool findMismatch(const CommView& v, Findings* found) {
     std::map<std::string, std::set<int>> callers;
     for (int rank = 0; rank < v.size; ++rank) {
       const TraceEntry* e = v.ranks[static_cast<size_t>(rank)].at(s);
-      if (e != nullptr) callers[callText(*e)].insert(v.global(rank));
+      if (e != nullptr) callers[describeCall(*e)].insert(v.global(rank));
     }
     if (callers.size() < 2) continue;
     size_t most = 0;
@@ -228,11 +189,12 @@ void findStall(const CommView& v, uint64_t k, Findings* found) {
       earliestRank = v.global(rank);
     }
   }
-  const std::string call = "collective #" + std::to_string(k) + (sample ? " (" + callText(*sample) + ")" : "");
+  const std::string call = "collective #" + std::to_string(k) + (sample ? " (" + describeCall(*sample) + ")" : "");
 
   std::set<int> neverPosted, late, stuck, missing, namedFailed;
   std::string lateDetail, neverDetail, stuckDetail;
   std::map<std::string, std::set<int>> howStuck;
+  std::set<int> waitedOn;  // ranks that ranks still waiting name
   for (int rank = 0; rank < v.size; ++rank) {
     const RankView& r = v.ranks[static_cast<size_t>(rank)];
     const int g = v.global(rank);
@@ -261,9 +223,15 @@ void findStall(const CommView& v, uint64_t k, Findings* found) {
     }
     if (e->state != TraceState::Completed) {
       stuck.insert(g);
-      howStuck[e->state == TraceState::Failed
-                   ? "failed: " + r.error(*e)
-                   : std::string("still ") + traceStateName(e->state) + " at the dump"].insert(g);
+      std::string how = e->state == TraceState::Failed
+                            ? "failed: " + r.error(*e)
+                            : e->state == TraceState::Started ? "were still in it at the dump"
+                                                               : "had posted it, not started it, at the dump";
+      if (e->state != TraceState::Failed && r.comm->waitingOn >= 0) {
+        how += ", waiting on rank " + std::to_string(v.global(r.comm->waitingOn));
+        waitedOn.insert(v.global(r.comm->waitingOn));
+      }
+      howStuck[how].insert(g);
     }
   }
   // Ranks that say the same are named together.
@@ -300,6 +268,7 @@ void findStall(const CommView& v, uint64_t k, Findings* found) {
     if (found->culprits.empty()) {
       for (int r : namedFailed) found->culprits.insert(r);
     }
+    if (found->culprits.empty()) found->culprits = waitedOn;
   }
   found->wrong = true;
 }
@@ -322,7 +291,7 @@ void findStuckMessages(const CommView& v, Findings* found) {
     if (r.comm == nullptr) continue;
     for (const TraceEntry& e : r.comm->entries) {
       if (e.isCollective() || e.state == TraceState::Completed || e.state == TraceState::Enqueued) continue;
-      std::string sentence = "rank " + std::to_string(v.global(rank)) + "'s " + callText(e) + " of communicator " +
+      std::string sentence = "rank " + std::to_string(v.global(rank)) + "'s " + describeCall(e) + " of communicator " +
                              v.name + " did not complete";
       const std::string error = r.error(e);
       sentence += error.empty() ? " (still waiting at the dump)" : ": " + error;
@@ -373,10 +342,10 @@ void findFirstFailure(const std::vector<TraceFile>& files, Findings* found) {
   auto error = comm->failures.find(first->recordId);
   const int g = comm->rank < static_cast<int>(comm->globalRanks.size()) ? comm->globalRanks[comm->rank] : comm->rank;
   found->sentences.push_back("The first failure: rank " + std::to_string(g) + " (" + file->path + ") at " +
-                             clockText(first->endedNs) + " in " +
+                             traceTimeText(first->endedNs) + " in " +
                              (first->isCollective() ? "collective #" + std::to_string(first->sequence) + " "
                                                     : std::string()) +
-                             callText(*first) + " of communicator " + comm->name + ": " +
+                             describeCall(*first) + " of communicator " + comm->name + ": " +
                              (error != comm->failures.end() ? error->second : "(no message)") + ".");
   found->wrong = true;
 }
@@ -406,15 +375,15 @@ void writeDetails(const std::vector<CommView>& views, TraceReport* report) {
       out << "\n";
       for (const TraceEntry& m : r.comm->entries) {
         if (m.isCollective() || m.state == TraceState::Completed || m.state == TraceState::Enqueued) continue;
-        out << "    message #" << m.sequence << " " << callText(m) << ": " << traceStateName(m.state) << ", posted "
-            << clockText(m.postedNs) << "\n";
+        out << "    message #" << m.sequence << " " << describeCall(m) << ": " << traceStateName(m.state) << ", posted "
+            << traceTimeText(m.postedNs) << "\n";
       }
       for (const auto& [s, e] : r.bySequence) {
         if (e->state == TraceState::Completed) continue;
-        out << "    #" << s << " " << callText(*e) << ": " << traceStateName(e->state) << ", posted "
-            << clockText(e->postedNs);
-        if (e->startedNs) out << ", started " << clockText(e->startedNs);
-        if (e->endedNs) out << ", ended " << clockText(e->endedNs);
+        out << "    #" << s << " " << describeCall(*e) << ": " << traceStateName(e->state) << ", posted "
+            << traceTimeText(e->postedNs);
+        if (e->startedNs) out << ", started " << traceTimeText(e->startedNs);
+        if (e->endedNs) out << ", ended " << traceTimeText(e->endedNs);
         auto algorithm = r.comm->algorithmNames.find(e->recordId);
         if (algorithm != r.comm->algorithmNames.end()) out << ", " << algorithm->second;
         const std::string error = r.error(*e);

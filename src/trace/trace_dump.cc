@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "core/datatype.h"
 #include "trace/pickle.h"
@@ -133,7 +134,44 @@ void writeStatus(PickleWriter& w, const CommunicatorTrace& c) {
   w.endDict();
 }
 
+bool rooted(uint8_t kind) {
+  const auto k = static_cast<CollectiveKind>(kind);
+  return k == CollectiveKind::Broadcast || k == CollectiveKind::Reduce || k == CollectiveKind::Gather ||
+         k == CollectiveKind::Scatter;
+}
+
+bool reduces(uint8_t kind) {
+  const auto k = static_cast<CollectiveKind>(kind);
+  return k == CollectiveKind::AllReduce || k == CollectiveKind::ReduceScatter || k == CollectiveKind::Reduce;
+}
+
 }  // namespace
+
+std::string describeCall(const TraceEntry& e) {
+  std::string text = tracedKindName(e.kind);
+  if (!e.isCollective()) {
+    const bool send = e.kind == static_cast<uint8_t>(TracedKind::Send);
+    return text + " (count " + std::to_string(e.count) + ", " + datatypeName(static_cast<fwDataType_t>(e.datatype)) +
+           (send ? ", to rank " : ", from ") + (e.rootOrPeer < 0 ? "any rank" : (send ? "" : "rank ") +
+           std::to_string(e.rootOrPeer)) + ")";
+  }
+  if (static_cast<CollectiveKind>(e.kind) == CollectiveKind::Barrier) return text;
+  text += " (count " + std::to_string(e.count) + ", " + datatypeName(static_cast<fwDataType_t>(e.datatype));
+  if (reduces(e.kind)) text += std::string(", ") + opName(static_cast<fwRedOp_t>(e.op));
+  if (rooted(e.kind)) text += ", root " + std::to_string(e.rootOrPeer);
+  return text + ")";
+}
+
+std::string traceTimeText(uint64_t ns) {
+  if (ns == 0) return "?";
+  const time_t seconds = static_cast<time_t>(ns / 1000000000u);
+  tm parts{};
+  gmtime_r(&seconds, &parts);
+  char text[48];
+  std::snprintf(text, sizeof(text), "%02d:%02d:%02d.%03u UTC", parts.tm_hour, parts.tm_min, parts.tm_sec,
+                static_cast<unsigned>(ns % 1000000000u / 1000000u));
+  return text;
+}
 
 std::string torchOperationName(uint8_t kind) {
   if (kind == kSend) return "send";
@@ -220,6 +258,8 @@ std::string encodeTraceDump(const TraceDump& dump) {
     w.string("broken"); w.string(c.broken);
     w.string("failed_ranks"); writeIntList(w, c.failedRanks);
     w.string("posted"); w.integer(static_cast<int64_t>(c.posted));
+    w.string("waiting_on"); w.integer(c.waitingOn);
+    w.string("waiting_since_ns"); w.integer(static_cast<int64_t>(c.waitingSinceNs));
     w.endDict();
   }
   w.endList();
@@ -382,6 +422,8 @@ Status decodeTraceDump(const std::string& bytes, TraceDump* out) {
     c.timeoutMs = integer(*item, "timeout_ms", 0);
     c.broken = text(*item, "broken");
     c.posted = static_cast<uint64_t>(integer(*item, "posted", 0));
+    c.waitingOn = static_cast<int>(integer(*item, "waiting_on", -1));
+    c.waitingSinceNs = static_cast<uint64_t>(integer(*item, "waiting_since_ns", 0));
     c.globalRanks = intList(item->get("global_ranks"));
     c.failedRanks = intList(item->get("failed_ranks"));
     if (c.size <= 0 || c.rank < 0 || c.rank >= c.size) {

@@ -36,6 +36,8 @@ struct CommunicatorTrace {
   std::string broken;            // the failure that broke it; empty while healthy
   std::vector<int> failedRanks;  // as ranks of this communicator
   uint64_t posted = 0;           // operations ever posted (the ring keeps the last ones)
+  int waitingOn = -1;            // the rank a wait idling at the dump waits on (-1: none)
+  uint64_t waitingSinceNs = 0;
   std::vector<TraceEntry> entries;
   std::map<uint64_t, std::string> failures;  // by record id
   // Names of the plan's algorithm and provider ids (set when written; a
@@ -62,6 +64,12 @@ Status decodeTraceDump(const std::string& bytes, TraceDump* out);
 // The file name for rank and pid, and the whole write (temporary, then rename).
 std::string traceDumpFileName(int rank, int pid);
 Status writeTraceDump(const std::string& dir, const TraceDump& dump, std::string* path);
+
+// A call as a reader would write it, with what every rank must agree on:
+// "allreduce (count 256, float, sum)", "recv (count 4, float, from rank 3)".
+std::string describeCall(const TraceEntry& e);
+// A real time as "HH:MM:SS.mmm UTC" ("?" for 0).
+std::string traceTimeText(uint64_t ns);
 
 // torch's name of an operation ("all_reduce") and of a dtype ("Float").
 std::string torchOperationName(uint8_t kind);

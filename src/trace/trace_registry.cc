@@ -53,7 +53,7 @@ void signalDumpLoop() {
     std::string path;
     const Status st = dumpTraces(r.signalDir, "signal", &path);
     if (st.isOk()) {
-      FW_LOG(Warn, Init, "trace dump on signal: %s", path.c_str());
+      FW_LOG(Info, Init, "trace dump on signal: %s", path.c_str());
     } else {
       FW_LOG(Warn, Init, "trace dump on signal failed: %s", st.message().c_str());
     }

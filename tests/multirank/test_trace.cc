@@ -5,10 +5,12 @@
 // every rank dump where it fails
 // (FAIRWAY_TRACE_DIR), and checks that fairway-trace's first paragraph
 // names that rank. A healthy job's dumps (by the call and by the signal)
-// read as nothing wrong.
+// read as nothing wrong; a running rank's status names the call it is in
+// and the rank it waits on.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,10 +35,10 @@ struct TraceRun {
   std::string summary;  // the first paragraph
 };
 
-// fairway-trace DIR, its output and exit status.
-TraceRun runFairwayTrace(const std::string& dir) {
+// fairway-trace ARGS (a directory, or --status PID DIR), its output and exit status.
+TraceRun runFairwayTrace(const std::string& args) {
   TraceRun run;
-  const std::string command = std::string(FAIRWAY_TRACE_BINARY) + " " + dir + " 2>&1";
+  const std::string command = std::string(FAIRWAY_TRACE_BINARY) + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
   char buffer[4096];
@@ -238,6 +240,72 @@ TEST_F(Trace, RankThatNeverSendsIsNamed) {
       << lastRun_.output;
   EXPECT_NE(lastRun_.summary.find("rank 3 did not send within"), std::string::npos) << lastRun_.output;
   EXPECT_NE(lastRun_.summary.find("Rank 3 has no send to rank 0 open."), std::string::npos) << lastRun_.output;
+}
+
+// fairway-trace --status on a rank waiting in an allreduce for a peer
+// that has not called it yet: the call in flight and the rank it waits on,
+// the job untouched (both ranks then complete the call).
+TEST_F(Trace, StatusOfARunningRankShowsItsCallInFlightAndWhomItWaitsOn) {
+  setenv("FAIRWAY_TIMEOUT_MS", "20000", 1);
+  void* page = mmap(nullptr, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* waiterPid = static_cast<volatile int*>(page);
+  *waiterPid = 0;
+  const std::string dir = dir_;
+  auto outcomes = runRanks(2, [&](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+    if (ctx.rank == 0) *waiterPid = getpid();
+    if (ctx.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));  // rank 0 waits in the allreduce meanwhile
+      const TraceRun status = runFairwayTrace("--status " + std::to_string(*waiterPid) + " " + dir);
+      std::printf("fairway-trace --status:\n%s", status.output.c_str());
+      RANK_CHECK(ctx, status.exitCode == 0, "the status query's exit status");
+      RANK_CHECK(ctx, status.output.find("in flight: collective #3 allreduce (count 256, float, sum): started") !=
+                          std::string::npos, "the call in flight");
+      RANK_CHECK(ctx, status.output.find("waiting on rank 1 since") != std::string::npos, "whom it waits on");
+    }
+    RANK_CHECK(ctx, allReduces(comm, 1, 256) == 1, "the allreduce after the query");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  munmap(page, sizeof(int));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+}
+
+// A job hung but not yet timed out, every rank dumped by the signal (as
+// `kill -USR1` on each would): the ranks waiting in the allreduce name
+// the one that has not called it, and fairway-trace names it too.
+TEST_F(Trace, HungJobDumpedBySignalNamesTheRankNotYetInTheCall) {
+  setenv("FAIRWAY_TIMEOUT_MS", "20000", 1);
+  void* page = mmap(nullptr, 4 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* pids = static_cast<volatile int*>(page);
+  for (int r = 0; r < 4; ++r) pids[r] = 0;
+  const std::string dir = dir_;
+  auto outcomes = runRanks(4, [&](const RankContext& ctx) {
+    int failures = 0;
+    fwComm_t comm;
+    if (fwCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank) != fwSuccess) return 1;
+    pids[ctx.rank] = getpid();
+    RANK_CHECK(ctx, allReduces(comm, 5, 256) == 5, "the first allreduces");
+    if (ctx.rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others wait in the next allreduce
+      for (int r = 0; r < 4; ++r) kill(pids[r], SIGUSR1);
+      for (int i = 0; i < 300 && dumpsIn(dir) < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      RANK_CHECK(ctx, dumpsIn(dir) == 4, "every rank's dump on the signal");
+    }
+    RANK_CHECK(ctx, allReduces(comm, 1, 256) == 1, "the allreduce rank 2 came late to");
+    RANK_CHECK(ctx, fwCommDestroy(comm) == fwSuccess, "destroy");
+    return failures;
+  });
+  munmap(page, 4 * sizeof(int));
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(outcomes[r].exitCode, 0) << "rank " << r;
+  expectCulprit("rank 2");
+  EXPECT_NE(lastRun_.summary.find("rank 2 never posted collective #8"), std::string::npos) << lastRun_.output;
+  EXPECT_NE(lastRun_.summary.find("ranks 0, 1 and 3 were still in it at the dump, waiting on rank 2"),
+            std::string::npos) << lastRun_.output;
 }
 
 TEST_F(Trace, UnreadableDirectoryAndFilesGetMessagesNotCrashes) {

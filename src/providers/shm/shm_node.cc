@@ -347,6 +347,7 @@ Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
     if (!spin.keepSpinning(Clock::now())) break;
   }
   Clock::time_point lastCheck = Clock::now();
+  Messenger::WaitNoteScope waitNote(messenger_);
   for (;;) {
     theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = theirs.phase.load(std::memory_order_seq_cst);
@@ -356,6 +357,7 @@ Status SharedMemoryNode::slowWait(int peer, uint32_t phase) {
     const Clock::time_point now = Clock::now();
     if (now - lastCheck < std::chrono::milliseconds(kHealthCheckIntervalMs)) continue;
     lastCheck = now;
+    waitNote.note(nodeRanks_[peer]);
     FW_RETURN_IF_ERROR(messenger_.brokenStatus());
     FW_RETURN_IF_ERROR(messenger_.checkHealth());
     FW_RETURN_IF_ERROR(stalledPeerStatus(peer, phase));

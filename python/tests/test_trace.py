@@ -1,0 +1,38 @@
+"""Flight records through torch: a DDP job on the fairway backend where
+one rank sleeps before a step past the group's timeout. Every rank dumps
+its record (FAIRWAY_TRACE_DIR); fairway-trace names the sleeper, and
+torch's own analyzer (fr_trace) reads the same dumps and names it too."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import rank_trace
+from harness import run_ranks
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+FAIRWAY_TRACE = os.path.join(ROOT, "build", "bin", "fairway-trace")
+
+
+def test_a_rank_that_sleeps_before_a_ddp_step_is_named_by_fairway_trace_and_fr_trace():
+    world, sleeper, sleep_step = 3, 1, 3
+    with tempfile.TemporaryDirectory() as directory:
+        env = {"FAIRWAY_TRACE_DIR": directory, "FAIRWAY_TEST_PG_TIMEOUT_S": "2", "FAIRWAY_TEST_NO_TEARDOWN": "1"}
+        results = run_ranks(world, rank_trace.ddp_with_a_sleeping_rank, sleeper, sleep_step, 4.0, env=env,
+                            limit_s=90)
+        for rank in range(world):
+            if rank != sleeper:
+                assert results[rank].startswith("failed at step %d" % sleep_step), results[rank]
+        dumps = sorted(name for name in os.listdir(directory) if ".fairway_rank" in name)
+        assert len(dumps) == world, dumps
+
+        ours = subprocess.run([FAIRWAY_TRACE, directory], capture_output=True, text=True, timeout=60)
+        assert ours.returncode == 1, ours.stdout + ours.stderr
+        assert ours.stdout.startswith("Culprit: rank %d." % sleeper), ours.stdout
+
+        theirs = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", directory],
+                                capture_output=True, text=True, timeout=120)
+        verdict = "\n".join(line for line in (theirs.stdout + theirs.stderr).splitlines()
+                            if "unrecognized comm library" not in line)
+        assert theirs.returncode == 0, verdict
+        assert "Culprit rank %d" % sleeper in verdict, verdict
