@@ -1,7 +1,10 @@
 """Flight records through torch: a DDP job on the fairway backend where
 one rank sleeps before a step past the group's timeout. Every rank dumps
-its record (FAIRWAY_TRACE_DIR); fairway-trace names the sleeper, and
-torch's own analyzer (fr_trace) reads the same dumps and names it too."""
+Fairway's record (FAIRWAY_TRACE_DIR) and torch's own
+(TORCH_FR_DUMP_TEMP_FILE: the backend tells torch's flight-recorder hook
+of completions and runs its abort hooks on the failure); fairway-trace
+names the sleeper, and torch's analyzer (fr_trace) names it from either
+set of dumps."""
 import os
 import subprocess
 import sys
@@ -16,8 +19,9 @@ FAIRWAY_TRACE = os.path.join(ROOT, "build", "bin", "fairway-trace")
 
 def test_a_rank_that_sleeps_before_a_ddp_step_is_named_by_fairway_trace_and_fr_trace():
     world, sleeper, sleep_step = 3, 1, 3
-    with tempfile.TemporaryDirectory() as directory:
-        env = {"FAIRWAY_TRACE_DIR": directory, "FAIRWAY_TEST_PG_TIMEOUT_S": "2", "FAIRWAY_TEST_NO_TEARDOWN": "1"}
+    with tempfile.TemporaryDirectory() as directory, tempfile.TemporaryDirectory() as torch_directory:
+        env = {"FAIRWAY_TRACE_DIR": directory, "FAIRWAY_TEST_PG_TIMEOUT_S": "2", "FAIRWAY_TEST_NO_TEARDOWN": "1",
+               "TORCH_FR_DUMP_TEMP_FILE": os.path.join(torch_directory, "torch_rank_")}
         results = run_ranks(world, rank_trace.ddp_with_a_sleeping_rank, sleeper, sleep_step, 4.0, env=env,
                             limit_s=90)
         for rank in range(world):
@@ -30,9 +34,11 @@ def test_a_rank_that_sleeps_before_a_ddp_step_is_named_by_fairway_trace_and_fr_t
         assert ours.returncode == 1, ours.stdout + ours.stderr
         assert ours.stdout.startswith("Culprit: rank %d." % sleeper), ours.stdout
 
-        theirs = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", directory],
-                                capture_output=True, text=True, timeout=120)
-        verdict = "\n".join(line for line in (theirs.stdout + theirs.stderr).splitlines()
-                            if "unrecognized comm library" not in line)
-        assert theirs.returncode == 0, verdict
-        assert "Culprit rank %d" % sleeper in verdict, verdict
+        assert sorted(os.listdir(torch_directory)) == ["torch_rank_%d" % rank for rank in range(world)]
+        for dumps in (directory, torch_directory):
+            theirs = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", dumps],
+                                    capture_output=True, text=True, timeout=120)
+            verdict = "\n".join(line for line in (theirs.stdout + theirs.stderr).splitlines()
+                                if "unrecognized comm library" not in line)
+            assert theirs.returncode == 0, verdict
+            assert "Culprit rank %d" % sleeper in verdict, verdict

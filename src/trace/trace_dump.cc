@@ -426,6 +426,10 @@ Status decodeTraceDump(const std::string& bytes, TraceDump* out) {
     c.waitingSinceNs = static_cast<uint64_t>(integer(*item, "waiting_since_ns", 0));
     c.globalRanks = intList(item->get("global_ranks"));
     c.failedRanks = intList(item->get("failed_ranks"));
+    if (c.size > kMostTracedRanks) {
+      return missing("communicator \"" + c.name + "\" has " + std::to_string(c.size) + " ranks (more than " +
+                     std::to_string(kMostTracedRanks) + ")");
+    }
     if (c.size <= 0 || c.rank < 0 || c.rank >= c.size) {
       return missing("communicator \"" + c.name + "\" has rank " + std::to_string(c.rank) + " of " +
                      std::to_string(c.size));

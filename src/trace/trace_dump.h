@@ -24,6 +24,10 @@ namespace fairway {
 
 constexpr const char* kTraceFormatVersion = "2.10";  // torch's flight-recorder format
 constexpr int kFairwayTraceFormat = 1;               // the "fairway" keys' own version
+// The most ranks a communicator of a readable dump may have: fairway-trace
+// keeps a record per rank, so a corrupted size must not make it allocate
+// gigabytes.
+constexpr int kMostTracedRanks = 1 << 20;
 
 // One communicator as a dump holds it.
 struct CommunicatorTrace {

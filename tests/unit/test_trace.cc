@@ -198,6 +198,15 @@ TEST(TraceDump, EveryTruncationAndManyCorruptionsAreErrors) {
   }
 }
 
+TEST(TraceDump, RefusesACommunicatorOfMoreRanksThanItCanLineUp) {
+  TraceDump dump = sampleDump();
+  dump.communicators[0].size = 1 << 30;  // what a fuzzer's corrupted dump said: 7 GB of rank records
+  TraceDump out;
+  const Status st = decodeTraceDump(encodeTraceDump(dump), &out);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("1073741824 ranks (more than 1048576)"), std::string::npos) << st.message();
+}
+
 TEST(Pickle, RefusesNestingPastItsLimitAndContainersInsideThemselves) {
   std::string deep = "\x80\x02";
   for (int i = 0; i < 200; ++i) deep += "](";

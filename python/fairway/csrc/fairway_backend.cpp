@@ -129,6 +129,23 @@ void FairwayBackend::shutdown() {
   comm_ = nullptr;
 }
 
+void FairwayBackend::failCall(fwResult_t result, const char* what) {
+  // The communicator broke (a peer failed, a timeout, a mismatch, a
+  // revocation): torch's abort hooks run first (its flight recorder dumps).
+  // A bad argument breaks nothing.
+  switch (result) {
+    case fwCollectiveMismatch:
+    case fwRemoteError:
+    case fwTimeout:
+    case fwTransportError:
+    case fwSystemError:
+    case fwInternalError:
+    case fwRevoked: hooks_->failed(); break;
+    default: break;
+  }
+  throwFairwayError(result, what);
+}
+
 c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                                        std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                        Finish finish, const char* what, bool asyncOp) {
@@ -141,7 +158,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
       result = fwPost(&call, comm_, nullptr, nullptr);  // blocking; Fairway orders it after the calls in flight
       if (result == fwSuccess && coalescing_) coalesced_.push_back(work);
     }
-    if (result != fwSuccess) throwFairwayError(result, what);
+    if (result != fwSuccess) failCall(result, what);
     if (finish) finish();
     work->finish(nullptr);
     return work;
@@ -150,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runHost(c10d::OpType type, const 
   {
     std::lock_guard<std::mutex> lock(callMutex_);
     const fwResult_t posted = fwPost(&call, comm_, nullptr, &request);
-    if (posted != fwSuccess) throwFairwayError(posted, what);
+    if (posted != fwSuccess) failCall(posted, what);
     if (coalescing_) coalesced_.push_back(work);
     completions_.add({request}, work, std::move(finish), what);
   }
@@ -203,7 +220,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runExchange(c10d::OpType type, co
     const fwResult_t waited = fwWait(request);
     if (result == fwSuccess) result = waited;
   }
-  if (result != fwSuccess) throwFairwayError(result, what);
+  if (result != fwSuccess) failCall(result, what);
   finish();
   work->finish(nullptr);
   return work;
@@ -223,7 +240,7 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::runDevice(c10d::OpType type, cons
   {
     std::lock_guard<std::mutex> lock(callMutex_);
     const fwResult_t enqueued = fwPost(&call, comm_, stream, nullptr);
-    if (enqueued != fwSuccess) throwFairwayError(enqueued, what);
+    if (enqueued != fwSuccess) failCall(enqueued, what);
   }
   auto work = makeWork(type, inputs, outputs, device);
   work->finish(nullptr);  // the future records an event on the current stream
@@ -263,9 +280,13 @@ c10::intrusive_ptr<FairwayWork> FairwayBackend::makeWork(c10d::OpType type, cons
                                                          std::optional<c10::Device> device) const {
   // The profiler's event (and its copy of the inputs) only while a profiler listens.
   const bool profiled = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE).has_value();
-  return c10::make_intrusive<FairwayWork>(profiled ? title(type) : nullptr, type,
-                                          profiled ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt,
-                                          std::move(outputs), device, timeout_);
+  auto work = c10::make_intrusive<FairwayWork>(profiled ? title(type) : nullptr, type,
+                                               profiled ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt,
+                                               std::move(outputs), device, timeout_);
+  // Keys never reused in the process, as torch's completion hooks want.
+  static std::atomic<uint64_t> nextCompletionKey{1};
+  work->tellWhenFinished(hooks_, hooks_->wantsCompletion() ? nextCompletionKey.fetch_add(1) : 0);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::completedWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,

@@ -27,6 +27,7 @@
 
 #include "completions.h"
 #include "scratch_pool.h"
+#include "torch_hooks.h"
 #include "tensors.h"
 #include "work.h"
 
@@ -94,6 +95,18 @@ class FairwayBackend : public c10d::Backend {
   // counted), the same on every rank while the ranks call alike: torch
   // compares it across ranks to catch collectives called out of step.
   uint64_t getSequenceNumberForGroup() override { return collectives_.load(); }
+#ifdef FAIRWAY_TORCH_HOOKS
+  // torch's completion and abort hooks (torch_hooks.h): what its flight
+  // recorder needs to see a fairway call complete, and to dump on a failure.
+  bool supportsCompletionHooks() const override { return true; }
+  void registerCompletionHook(int64_t id, c10d::CompletionHook hook) override {
+    hooks_->addCompletion(id, std::move(hook));
+  }
+  void unregisterCompletionHook(int64_t id) override { hooks_->removeCompletion(id); }
+  bool supportsAbortHooks() const override { return true; }
+  void registerAbortHook(int64_t id, c10d::AbortHook hook) override { hooks_->addAbort(id, std::move(hook)); }
+  void unregisterAbortHook(int64_t id) override { hooks_->removeAbort(id); }
+#endif
   // What split_group copies for the child: the backend's name and timeout.
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override {
     return c10::make_intrusive<c10d::Backend::Options>("fairway", timeout_);
@@ -253,6 +266,9 @@ class FairwayBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts);
   // A Work of this group for an operation, not yet finished; with a device,
   // its future records an event on that device's current stream.
+  // Throws the error of a failed call, after running torch's abort hooks
+  // where it broke the communicator.
+  [[noreturn]] void failCall(fwResult_t result, const char* what);
   c10::intrusive_ptr<FairwayWork> makeWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
                                            std::vector<at::Tensor> outputs,
                                            std::optional<c10::Device> device = std::nullopt) const;
@@ -290,6 +306,7 @@ class FairwayBackend : public c10d::Backend {
   std::mutex callMutex_;  // Fairway numbers calls in call order: one caller at a time
   Completions completions_;  // finishes the host calls' Works
   std::atomic<uint64_t> collectives_{0};
+  std::shared_ptr<TorchHooks> hooks_ = std::make_shared<TorchHooks>();
   // The list forms' temporaries; shared with the completion steps that return them.
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitored barriers meet there

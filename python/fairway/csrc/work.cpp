@@ -66,6 +66,13 @@ void FairwayWork::finish(std::exception_ptr error) {
   }
   done_.notify_all();
   if (future) complete(*future);
+  if (hooks_) {
+    if (error) {
+      hooks_->failed();
+    } else if (completionKey_ != 0) {
+      hooks_->completed(completionKey_);
+    }
+  }
 }
 
 void FairwayWork::finishOnWait(std::function<void()> finishHere) {

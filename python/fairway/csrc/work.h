@@ -14,6 +14,8 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "torch_hooks.h"
+
 namespace fairway_torch {
 
 // One operation's completion: set once, when Fairway tells (host tensors:
@@ -42,6 +44,17 @@ class FairwayWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
 
   void finish(std::exception_ptr error);
+  // torch's hooks to tell when this Work finishes (torch_hooks.h), and the
+  // key its completion is told under (0: nobody listens for completions).
+  void tellWhenFinished(std::shared_ptr<const TorchHooks> hooks, uint64_t completionKey) {
+    hooks_ = std::move(hooks);
+    completionKey_ = completionKey;
+  }
+#ifdef FAIRWAY_TORCH_HOOKS
+  uint64_t getCompletionKey() const override {
+    return completionKey_ != 0 ? completionKey_ : c10d::Work::getCompletionKey();
+  }
+#endif
   // How a caller's wait() (with no timeout of its own) finishes this Work
   // on its own thread (waiting in Fairway), instead of waiting to be told.
   void finishOnWait(std::function<void()> finishHere);
@@ -67,6 +80,8 @@ class FairwayWork : public c10d::Work {
   // error_ without the lock.
   std::atomic<bool> finished_{false};
   std::exception_ptr error_;
+  std::shared_ptr<const TorchHooks> hooks_;
+  uint64_t completionKey_ = 0;
 };
 
 }  // namespace fairway_torch
