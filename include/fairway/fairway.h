@@ -430,9 +430,13 @@ typedef struct {
   int peer;
   int tag;
   int* source;
+  /* The caller's own number for this operation (the PyTorch backend's:
+   * torch's sequence number), kept beside Fairway's in its flight-record
+   * entry (docs/debugging.md); 0: none. */
+  unsigned long long callerSequence;
 } fwOpArgs_t;
 #define FW_OP_ARGS_INITIALIZER \
-  {sizeof(fwOpArgs_t), fwOpAllReduce, NULL, NULL, 0, fwFloat32, fwSum, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL}
+  {sizeof(fwOpArgs_t), fwOpAllReduce, NULL, NULL, 0, fwFloat32, fwSum, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0}
 /* A request and a stream together are fwInvalidUsage (non-blocking calls
  * take host buffers, which no stream orders). */
 FAIRWAY_API fwResult_t fwPost(const fwOpArgs_t* args, fwComm_t comm, fwStream_t stream, fwRequest_t* request);

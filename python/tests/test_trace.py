@@ -6,6 +6,7 @@ of completions and runs its abort hooks on the failure); fairway-trace
 names the sleeper, and torch's analyzer (fr_trace) names it from either
 set of dumps."""
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -35,8 +36,18 @@ def test_a_rank_that_sleeps_before_a_ddp_step_is_named_by_fairway_trace_and_fr_t
         assert ours.stdout.startswith("Culprit: rank %d." % sleeper), ours.stdout
 
         assert sorted(os.listdir(torch_directory)) == ["torch_rank_%d" % rank for rank in range(world)]
-        for dumps in (directory, torch_directory):
-            theirs = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", dumps],
+        # The call rank 0 gave up on carries torch's sequence number in both records.
+        with open(os.path.join(torch_directory, "torch_rank_0"), "rb") as dump:
+            torch_hung = [e for e in pickle.load(dump)["entries"] if e["state"] != "completed"]
+        fairway_dump = next(name for name in dumps if name.endswith(".fairway_rank0"))
+        with open(os.path.join(directory, fairway_dump), "rb") as dump:
+            fairway_failed = [e for e in pickle.load(dump)["entries"] if e["fairway_state"] == "failed"]
+        assert torch_hung and fairway_failed, (torch_hung, fairway_failed)
+        assert fairway_failed[0]["fairway_caller_seq"] == torch_hung[0]["collective_seq_id"], \
+            (fairway_failed[0], torch_hung[0])
+        assert "(caller's #%d)" % torch_hung[0]["collective_seq_id"] in ours.stdout, ours.stdout
+        for folder in (directory, torch_directory):
+            theirs = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", folder],
                                     capture_output=True, text=True, timeout=120)
             verdict = "\n".join(line for line in (theirs.stdout + theirs.stderr).splitlines()
                                 if "unrecognized comm library" not in line)

@@ -109,6 +109,12 @@ fwResult_t fwPost(const fwOpArgs_t* args, fwComm_t comm, fwStream_t stream, fwRe
   }
   const Status shape = checkShape(*args, stream, request);
   if (!shape.isOk()) return reportToCaller(shape.withContext("fwPost"));
+  // The caller's number goes to the entry the dispatched call posts (a
+  // caller built against an older header has no such field).
+  const bool numbered = args->size >= offsetof(fwOpArgs_t, callerSequence) + sizeof(args->callerSequence) &&
+                        args->callerSequence != 0;
+  Communicator* impl = nullptr;
+  if (numbered && lookupComm(comm, &impl).isOk()) impl->numberNextCall(args->callerSequence);
   return dispatch(*args, comm, stream, request);
 }
 

@@ -96,7 +96,7 @@ Status Communicator::deviceCollective(const CollectiveArgs& args, void* stream) 
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   // Device calls are numbered when the worker takes them (startReserved):
   // the entry shows the number that call will get.
-  const uint64_t trace = record_.post(traceEntryOf(args, nextSequence_, 1, stream));
+  const uint64_t trace = record_.post(callerEntryOf(args, nextSequence_, 1, stream));
   Status st = device_->run(args, stream, trace);
   if (!st.isOk()) record_.ended(trace, st);
   return st;
@@ -201,7 +201,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
 Status Communicator::collective(const CollectiveArgs& args) {
   Reserved how;
   const uint32_t sequence = nextSequence_++;
-  how.traceId = record_.post(traceEntryOf(args, sequence, 0, nullptr));
+  how.traceId = record_.post(callerEntryOf(args, sequence, 0, nullptr));
   how.startsAtPost = executor_.idle();  // else it waits for earlier calls first: its start is read then
   return executor_.runNow([&] { return execute(args, sequence, {}, how); });
 }
@@ -209,7 +209,7 @@ Status Communicator::collective(const CollectiveArgs& args) {
 Status Communicator::startCollective(const CollectiveArgs& args, std::shared_ptr<AsyncOperation>* operation) {
   FW_RETURN_IF_ERROR(messenger_->brokenStatus());
   uint32_t sequence = nextSequence_++;
-  const uint64_t trace = record_.post(traceEntryOf(args, sequence, 0, nullptr));
+  const uint64_t trace = record_.post(callerEntryOf(args, sequence, 0, nullptr));
   *operation = executor_.submit([this, args, sequence, trace] {
     Reserved how;
     how.traceId = trace;

@@ -107,6 +107,9 @@ class Communicator final : public CollectiveRunner, public TraceSource {
   // collective's non-blocking form: none, its executor ends it).
   uint64_t traceMessage(bool isSend, int peer, size_t count, fwDataType_t datatype, void* stream);
   void traceEnded(uint64_t id, const Status& result, size_t bytes);
+  // The caller's number for the next operation posted here (fwPost's
+  // callerSequence), kept in its entry.
+  void numberNextCall(uint64_t callerSequence) { callerSequence_ = callerSequence; }
   // A device message, handed to its stream.
   void traceEnqueued(uint64_t id) { record_.enqueued(id); }
   // Writes the process's dump into dir (empty: FAIRWAY_TRACE_DIR).
@@ -130,6 +133,8 @@ class Communicator final : public CollectiveRunner, public TraceSource {
   void nameTraceOfChild(Communicator* child, const std::string& desc, const std::vector<int>& members) const;
   // The entry a call of args as collective #sequence gets in the record.
   TraceEntry traceEntryOf(const CollectiveArgs& args, uint32_t sequence, uint8_t memory, void* stream) const;
+  // The entry of a call the caller made (numbered by numberNextCall, if it was).
+  TraceEntry callerEntryOf(const CollectiveArgs& args, uint32_t sequence, uint8_t memory, void* stream);
   // Once per communicator, where FAIRWAY_TRACE_DIR is set: the dump of a failure.
   void dumpOnFailure(const std::string& reason);
   // Runs args on the ranks in group (empty: everyone) as collective #sequence.
@@ -166,6 +171,7 @@ class Communicator final : public CollectiveRunner, public TraceSource {
   std::vector<int> globalRanks_;   // members as ranks of the first communicator
   std::atomic<bool> failureDumped_{false};
   uint64_t messagesTraced_ = 0;    // numbers messages' entries, in call order
+  uint64_t callerSequence_ = 0;    // numberNextCall's, until the next post takes it
   Executor executor_;  // last: its worker must stop before the rest goes
 };
 

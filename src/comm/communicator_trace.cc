@@ -73,6 +73,8 @@ uint64_t Communicator::traceMessage(bool isSend, int peer, size_t count, fwDataT
   e.rootOrPeer = peer;
   e.count = count;
   e.stream = reinterpret_cast<uint64_t>(stream);
+  e.callerSequence = callerSequence_;
+  callerSequence_ = 0;
   const uint64_t id = record_.post(e);
   record_.started(id, FlightRecord::kNoPlan, 0, /*atPost=*/true);
   return id;
@@ -80,6 +82,13 @@ uint64_t Communicator::traceMessage(bool isSend, int peer, size_t count, fwDataT
 
 void Communicator::traceEnded(uint64_t id, const Status& result, size_t bytes) {
   record_.ended(id, result, bytes >= 64 << 10);
+}
+
+TraceEntry Communicator::callerEntryOf(const CollectiveArgs& args, uint32_t sequence, uint8_t memory, void* stream) {
+  TraceEntry e = traceEntryOf(args, sequence, memory, stream);
+  e.callerSequence = callerSequence_;
+  callerSequence_ = 0;
+  return e;
 }
 
 CommunicatorTrace Communicator::traceSnapshot() {

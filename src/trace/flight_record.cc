@@ -44,7 +44,7 @@ uint64_t traceClockNs() {
 struct FlightRecord::Slot {
   std::atomic<uint32_t> version{0};
   std::atomic<uint64_t> recordId{kNone};
-  std::atomic<uint64_t> sequence{0}, count{0}, inElements{0}, outElements{0}, stream{0};
+  std::atomic<uint64_t> sequence{0}, callerSequence{0}, count{0}, stream{0};
   std::atomic<uint64_t> postedNs{0}, startedNs{0}, endedNs{0};
   // kind, datatype, op, memory, state, algorithm, provider, chosen: a byte each.
   std::atomic<uint64_t> bytes{0};
@@ -104,9 +104,8 @@ uint64_t FlightRecord::post(const TraceEntry& what) {
   slot.beginWrite();
   slot.recordId.store(id, std::memory_order_relaxed);
   slot.sequence.store(e.sequence, std::memory_order_relaxed);
+  slot.callerSequence.store(e.callerSequence, std::memory_order_relaxed);
   slot.count.store(e.count, std::memory_order_relaxed);
-  slot.inElements.store(e.inElements, std::memory_order_relaxed);
-  slot.outElements.store(e.outElements, std::memory_order_relaxed);
   slot.stream.store(e.stream, std::memory_order_relaxed);
   slot.postedNs.store(traceSecondNs(), std::memory_order_relaxed);
   slot.startedNs.store(0, std::memory_order_relaxed);
@@ -185,9 +184,8 @@ std::vector<TraceEntry> FlightRecord::snapshot() const {
       TraceEntry e;
       e.recordId = slot.recordId.load(std::memory_order_relaxed);
       e.sequence = slot.sequence.load(std::memory_order_relaxed);
+      e.callerSequence = slot.callerSequence.load(std::memory_order_relaxed);
       e.count = slot.count.load(std::memory_order_relaxed);
-      e.inElements = slot.inElements.load(std::memory_order_relaxed);
-      e.outElements = slot.outElements.load(std::memory_order_relaxed);
       e.stream = slot.stream.load(std::memory_order_relaxed);
       e.postedNs = slot.postedNs.load(std::memory_order_relaxed);
       e.startedNs = slot.startedNs.load(std::memory_order_relaxed);

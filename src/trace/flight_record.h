@@ -48,6 +48,7 @@ const char* traceStateName(TraceState state);
 struct TraceEntry {
   uint64_t recordId = 0;   // this communicator's operations, counted from 0
   uint64_t sequence = 0;   // the collective number every rank gives it (p2p: its own count)
+  uint64_t callerSequence = 0;  // the caller's own number for it (torch's sequence number), 0: none
   uint8_t kind = 0;        // CollectiveKind or TracedKind
   uint8_t datatype = 0;    // fwDataType_t
   uint8_t op = 0;          // fwRedOp_t

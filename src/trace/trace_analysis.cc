@@ -19,6 +19,12 @@ std::string rankList(const std::set<int>& ranks) {
   return text;
 }
 
+// " (caller's #N)" where the caller numbered the call (torch's sequence
+// number, through the PyTorch backend), else nothing.
+std::string callerText(const TraceEntry* e) {
+  return e != nullptr && e->callerSequence != 0 ? " (caller's #" + std::to_string(e->callerSequence) + ")" : "";
+}
+
 std::string secondsText(uint64_t ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ns) / 1e9);
@@ -120,9 +126,15 @@ bool findMismatch(const CommView& v, Findings* found) {
       if (e != nullptr) callers[describeCall(*e)].insert(v.global(rank));
     }
     if (callers.size() < 2) continue;
+    const TraceEntry* numbered = nullptr;
+    for (const RankView& r : v.ranks) {
+      const TraceEntry* e = r.at(s);
+      if (e != nullptr && e->callerSequence != 0) numbered = e;
+    }
     size_t most = 0;
     for (const auto& [call, ranks] : callers) most = std::max(most, ranks.size());
-    std::string sentence = "Collective #" + std::to_string(s) + " of communicator " + v.name + " (" + v.desc +
+    std::string sentence = "Collective #" + std::to_string(s) + callerText(numbered) + " of communicator " + v.name +
+                           " (" + v.desc +
                            ") does not match:";
     bool allAlike = true;
     for (const auto& [call, ranks] : callers) allAlike = allAlike && ranks.size() == most;
@@ -189,7 +201,8 @@ void findStall(const CommView& v, uint64_t k, Findings* found) {
       earliestRank = v.global(rank);
     }
   }
-  const std::string call = "collective #" + std::to_string(k) + (sample ? " (" + describeCall(*sample) + ")" : "");
+  const std::string call = "collective #" + std::to_string(k) + callerText(sample) +
+                           (sample ? " (" + describeCall(*sample) + ")" : "");
 
   std::set<int> neverPosted, late, stuck, missing, namedFailed;
   std::string lateDetail, neverDetail, stuckDetail;
@@ -380,7 +393,7 @@ void writeDetails(const std::vector<CommView>& views, TraceReport* report) {
       }
       for (const auto& [s, e] : r.bySequence) {
         if (e->state == TraceState::Completed) continue;
-        out << "    #" << s << " " << describeCall(*e) << ": " << traceStateName(e->state) << ", posted "
+        out << "    #" << s << callerText(e) << " " << describeCall(*e) << ": " << traceStateName(e->state) << ", posted "
             << traceTimeText(e->postedNs);
         if (e->startedNs) out << ", started " << traceTimeText(e->startedNs);
         if (e->endedNs) out << ", ended " << traceTimeText(e->endedNs);

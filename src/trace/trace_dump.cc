@@ -96,6 +96,7 @@ void writeEntry(PickleWriter& w, const CommunicatorTrace& c, size_t pgId, const 
   w.string("fairway_op"); w.string(tracedKindName(e.kind));
   w.string("fairway_state"); w.string(traceStateName(e.state));
   w.string("fairway_count"); w.integer(static_cast<int64_t>(e.count));
+  w.string("fairway_caller_seq"); w.integer(static_cast<int64_t>(e.callerSequence));
   w.string("fairway_datatype"); w.string(datatypeName(static_cast<fwDataType_t>(e.datatype)));
   w.string("fairway_red_op"); w.string(opName(static_cast<fwRedOp_t>(e.op)));
   w.string("fairway_root_or_peer"); w.integer(e.rootOrPeer);
@@ -355,6 +356,7 @@ Status decodeEntry(const PickleValue& e, TraceDump* out) {
   t.datatype = datatypeFromName(text("fairway_datatype"));
   t.op = opFromName(text("fairway_red_op"));
   t.count = static_cast<uint64_t>(integer("fairway_count", 0));
+  t.callerSequence = static_cast<uint64_t>(integer("fairway_caller_seq", 0));
   t.rootOrPeer = static_cast<int32_t>(integer("fairway_root_or_peer", -1));
   t.memory = text("fairway_memory") == "device" ? 1 : 0;
   t.stream = static_cast<uint64_t>(integer("fairway_stream", 0));

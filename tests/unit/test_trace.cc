@@ -32,7 +32,9 @@ TEST(FlightRecord, OffRecordsNothing) {
 
 TEST(FlightRecord, EntriesGoFromPostedToEndedWithTheirPlanAndError) {
   FlightRecord record(8);
-  const uint64_t a = record.post(call(CollectiveKind::AllReduce, 0, 16));
+  TraceEntry numbered = call(CollectiveKind::AllReduce, 0, 16);
+  numbered.callerSequence = 41;
+  const uint64_t a = record.post(numbered);
   const uint64_t b = record.post(call(CollectiveKind::Broadcast, 1, 4));
   const uint64_t c = record.post(call(CollectiveKind::AllGather, 2, 4));
   record.started(a, 3, 2);
@@ -46,6 +48,7 @@ TEST(FlightRecord, EntriesGoFromPostedToEndedWithTheirPlanAndError) {
   EXPECT_EQ(entries[0].algorithm, 3);
   EXPECT_EQ(entries[0].provider, 2);
   EXPECT_EQ(entries[0].count, 16u);
+  EXPECT_EQ(entries[0].callerSequence, 41u);
   EXPECT_GT(entries[0].postedNs, 0u);
   EXPECT_GE(entries[0].endedNs, entries[0].postedNs);
   EXPECT_EQ(entries[1].state, TraceState::Failed);
@@ -135,6 +138,7 @@ TraceDump sampleDump() {
   done.startedNs = done.postedNs + 10;
   done.endedNs = done.postedNs + 2000000;
   done.inElements = done.outElements = 1024;
+  done.callerSequence = 6;
   TraceEntry failed = call(CollectiveKind::Broadcast, 8, 16);
   failed.recordId = 8;
   failed.rootOrPeer = 2;
@@ -171,6 +175,7 @@ TEST(TraceDump, RoundTripsEveryField) {
   EXPECT_EQ(c.entries[0].sequence, 7u);
   EXPECT_EQ(c.entries[0].state, TraceState::Completed);
   EXPECT_EQ(c.entries[0].count, 1024u);
+  EXPECT_EQ(c.entries[0].callerSequence, 6u);
   EXPECT_EQ(c.entries[0].datatype, fwFloat32);
   EXPECT_EQ(c.entries[0].op, fwSum);
   EXPECT_EQ(c.entries[0].endedNs, dump.communicators[0].entries[0].endedNs);

@@ -157,9 +157,9 @@ void FairwayBackend::checkTag(int tag, const char* what) const {
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::barrier(const c10d::BarrierOptions& opts) {
-  ++collectives_;
-  return runHost(c10d::OpType::BARRIER, {}, {}, describe(fwOpBarrier, nullptr, nullptr, 0, fwUint8), nullptr,
-                 "barrier", opts.asyncOp);
+  fwOpArgs_t call = describe(fwOpBarrier, nullptr, nullptr, 0, fwUint8);
+  call.callerSequence = ++collectives_;
+  return runHost(c10d::OpType::BARRIER, {}, {}, call, nullptr, "barrier", opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> FairwayBackend::allreduceSparse(at::Tensor& tensor, const c10d::AllreduceOptions& opts) {

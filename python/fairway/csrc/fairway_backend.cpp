@@ -265,14 +265,17 @@ c10::intrusive_ptr<c10d::Work> FairwayBackend::launch(c10d::OpType type, const a
                                                       std::vector<at::Tensor> outputs, const fwOpArgs_t& call,
                                                       Finish finish, const char* what, bool asyncOp,
                                                       const std::vector<at::Tensor>& inputs) {
-  if (!c10d::isP2POp(type)) ++collectives_;
+  // A collective carries its number in this group, which is torch's sequence
+  // number for it: Fairway's flight record keeps both (fwOpArgs_t::callerSequence).
+  fwOpArgs_t numbered = call;
+  if (!c10d::isP2POp(type)) numbered.callerSequence = ++collectives_;
   const std::vector<at::Tensor> recorded = inputs.empty() ? std::vector<at::Tensor>{anyTensor} : inputs;
   if (anyTensor.is_cuda()) {
-    auto work = runDevice(type, anyTensor.device(), recorded, std::move(outputs), call, what);
+    auto work = runDevice(type, anyTensor.device(), recorded, std::move(outputs), numbered, what);
     if (finish) finish();
     return work;
   }
-  return runHost(type, recorded, std::move(outputs), call, std::move(finish), what, asyncOp);
+  return runHost(type, recorded, std::move(outputs), numbered, std::move(finish), what, asyncOp);
 }
 
 c10::intrusive_ptr<FairwayWork> FairwayBackend::makeWork(c10d::OpType type, const std::vector<at::Tensor>& inputs,
