@@ -10,11 +10,11 @@
 #include <cstring>
 #include <vector>
 
-#include "perf/parse_number.h"
+#include "core/command_line_numbers.h"
 
 int main(int argc, char** argv) {
   size_t bytes = size_t{64} << 20;
-  if (argc > 2 || (argc == 2 && !fairway::perf::parseSize(argv[1], &bytes)) || bytes == 0) {
+  if (argc > 2 || (argc == 2 && !fairway::parseSize(argv[1], &bytes)) || bytes == 0) {
     std::fprintf(stderr, "usage: %s [BYTES]  (default 64M; K, M, G suffixes)\n", argv[0]);
     return 2;
   }

@@ -25,7 +25,7 @@
 
 #include "api/device_runtime_access.h"
 #include "core/compression.h"
-#include "perf/parse_number.h"
+#include "core/command_line_numbers.h"
 
 using namespace fairway;
 
@@ -48,14 +48,14 @@ bool parse(int argc, char** argv, Options* o) {
     double v = 0;
     const char* end = nullptr;
     switch (c) {
-      case 'b': if (!perf::parseSize(optarg, &o->minBytes)) return false; break;
-      case 'e': if (!perf::parseSize(optarg, &o->maxBytes)) return false; break;
+      case 'b': if (!fairway::parseSize(optarg, &o->minBytes)) return false; break;
+      case 'e': if (!fairway::parseSize(optarg, &o->maxBytes)) return false; break;
       case 'f':
-        if (!perf::parseLeadingNumber(optarg, &v, &end) || *end != '\0' || v <= 1) return false;
+        if (!fairway::parseLeadingNumber(optarg, &v, &end) || *end != '\0' || v <= 1) return false;
         o->factor = v;
         break;
       case 'n':
-        if (!perf::parseLeadingNumber(optarg, &v, &end) || *end != '\0' || v < 1 || v > 1e6) return false;
+        if (!fairway::parseLeadingNumber(optarg, &v, &end) || *end != '\0' || v < 1 || v > 1e6) return false;
         o->iters = static_cast<int>(v);
         break;
       case 'J': o->json = optarg; break;

@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "perf/parse_number.h"
+#include "core/command_line_numbers.h"
 
 namespace {
 
-using fairway::perf::parseInt;
+using fairway::parseInt;
 constexpr long kMaxCount = 1000000;  // ranks, nodes or seconds
 
 struct Options {

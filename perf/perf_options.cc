@@ -8,7 +8,7 @@
 #include "core/compression.h"
 #include "core/datatype.h"
 #include "perf/first_size_warmup.h"
-#include "perf/parse_number.h"
+#include "core/command_line_numbers.h"
 
 namespace fairway::perf {
 

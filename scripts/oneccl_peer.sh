@@ -25,7 +25,7 @@ python=${FAIRWAY_PYTHON:-python3}
 install() {
   local installed="oneccl-cpu $oneccl_version, impi-rt $impi_version"
   local built
-  built="$installed, $(sha256sum perf/compare/ccl_perf.cc perf/compare/peer_sweep.h | sha256sum | cut -c1-16)"
+  built="$installed, $(sha256sum perf/compare/ccl_perf.cc perf/compare/peer_sweep.h src/core/command_line_numbers.h | sha256sum | cut -c1-16)"
   if [ -x "$dir/bin/ccl_perf" ] && [ "$(cat "$dir/stamp" 2> /dev/null)" = "$built" ]; then return 0; fi
   # The packages once per version; ccl_perf again whenever its source changes.
   if [ "$(cut -d, -f1-2 "$dir/stamp" 2> /dev/null)" != "$installed" ]; then
@@ -49,7 +49,7 @@ install() {
   fi
   echo "oneccl_peer: building ccl_perf" >&2
   mkdir -p "$dir/bin"
-  g++ -std=c++17 -O2 -I. -I"$root/include" perf/compare/ccl_perf.cc -o "$dir/bin/ccl_perf" \
+  g++ -std=c++17 -O2 -I. -Isrc -I"$root/include" perf/compare/ccl_perf.cc -o "$dir/bin/ccl_perf" \
     -L"$root/lib" -lccl -Wl,-rpath,"$root/lib"
   echo "$built" > "$dir/stamp"
 }

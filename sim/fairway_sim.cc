@@ -23,7 +23,7 @@
 
 #include "core/datatype.h"
 #include "core/log.h"
-#include "perf/parse_number.h"
+#include "core/command_line_numbers.h"
 #include "selection/selection_rows.h"
 #include "sim/simulation.h"
 
@@ -158,22 +158,22 @@ bool parseOptions(int argc, char** argv, Options* o) {
     switch (c) {
       // Whole numbers in range (parseInt): a cast of any double would
       // truncate 2.5 and overflow on 1e12.
-      case kNodes: ok = perf::parseInt(optarg, &o->scenario.nodes, 1); break;
-      case kPerNode: ok = perf::parseInt(optarg, &o->ranksPerNode, 1); break;
+      case kNodes: ok = fairway::parseInt(optarg, &o->scenario.nodes, 1); break;
+      case kPerNode: ok = fairway::parseInt(optarg, &o->ranksPerNode, 1); break;
       case kPreset: o->preset = optarg; break;
       case kCluster: o->clusterFile = optarg; break;
       case kPng: o->pngPath = optarg; break;
-      case kTrace: ok = perf::parseSize(optarg, &bytes); o->traceBytes = static_cast<long>(bytes); break;
+      case kTrace: ok = fairway::parseSize(optarg, &bytes); o->traceBytes = static_cast<long>(bytes); break;
       case kSelected: o->selectedOnly = true; break;
       case kPicks: o->picksOnly = true; break;
-      case kSlice: ok = perf::parseSize(optarg, &o->scenario.pipeline.sliceBytes) && o->scenario.pipeline.sliceBytes > 0; break;
-      case kInFlight: ok = perf::parseInt(optarg, &o->scenario.pipeline.slicesInFlight, 1, 16); break;
-      case kRateQuantum: ok = perf::parseFactor(optarg, &number) && number >= 0;
+      case kSlice: ok = fairway::parseSize(optarg, &o->scenario.pipeline.sliceBytes) && o->scenario.pipeline.sliceBytes > 0; break;
+      case kInFlight: ok = fairway::parseInt(optarg, &o->scenario.pipeline.slicesInFlight, 1, 16); break;
+      case kRateQuantum: ok = fairway::parseFactor(optarg, &number) && number >= 0;
         o->scenario.rateQuantumUs = number; break;
-      case kRailPeers: ok = perf::parseInt(optarg, &o->scenario.pipeline.railPeersInFlight, 1, 1 << 20); break;
-      case kMinShard: ok = perf::parseSize(optarg, &o->scenario.pipeline.minShardBytes); break;
-      case kSegment: ok = perf::parseSize(optarg, &o->scenario.pipeline.segmentBytes) && o->scenario.pipeline.segmentBytes > 0; break;
-      case kModelRails: ok = perf::parseInt(optarg, &o->scenario.selectorRails, 1, 1024); break;
+      case kRailPeers: ok = fairway::parseInt(optarg, &o->scenario.pipeline.railPeersInFlight, 1, 1 << 20); break;
+      case kMinShard: ok = fairway::parseSize(optarg, &o->scenario.pipeline.minShardBytes); break;
+      case kSegment: ok = fairway::parseSize(optarg, &o->scenario.pipeline.segmentBytes) && o->scenario.pipeline.segmentBytes > 0; break;
+      case kModelRails: ok = fairway::parseInt(optarg, &o->scenario.selectorRails, 1, 1024); break;
       case kPrintPreset: {
         std::string text;
         const Status st = clusterPresetText(optarg, &text);
@@ -185,9 +185,9 @@ bool parseOptions(int argc, char** argv, Options* o) {
         std::exit(0);
       }
       case 'c': ok = parseCollective(optarg, &o->scenario.kind); break;
-      case 'b': ok = perf::parseSize(optarg, &o->minBytes); break;
-      case 'e': ok = perf::parseSize(optarg, &o->maxBytes); break;
-      case 'f': ok = perf::parseFactor(optarg, &o->factor) && o->factor > 1; break;
+      case 'b': ok = fairway::parseSize(optarg, &o->minBytes); break;
+      case 'e': ok = fairway::parseSize(optarg, &o->maxBytes); break;
+      case 'f': ok = fairway::parseFactor(optarg, &o->factor) && o->factor > 1; break;
       case 'd': ok = parseType(optarg, &o->scenario.datatype); break;
       case 'o': ok = parseOp(optarg, &o->scenario.op); break;
       case 'q':
@@ -199,12 +199,12 @@ bool parseOptions(int argc, char** argv, Options* o) {
           }
         }
         break;
-      case 'B': ok = perf::parseInt(optarg, &o->scenario.compression.blockSize, 1) &&
+      case 'B': ok = fairway::parseInt(optarg, &o->scenario.compression.blockSize, 1) &&
                      isValidCompressionBlock(o->scenario.compression.blockSize);
         break;
       case 'a': ok = std::strcmp(optarg, "all") == 0 || parseAlgorithms(optarg, &o->algorithms); break;
       case 'J': o->jsonPath = optarg; break;
-      case 'j': ok = perf::parseInt(optarg, &o->threads, 1, 1024); break;
+      case 'j': ok = fairway::parseInt(optarg, &o->threads, 1, 1024); break;
       case 'h': usage(argv[0]); std::exit(0);
       default: ok = false;
     }

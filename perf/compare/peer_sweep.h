@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "perf/first_size_warmup.h"
-#include "perf/parse_number.h"
+#include "core/command_line_numbers.h"
 
 namespace fairway::peer {
 
@@ -107,15 +107,15 @@ inline bool parseOptions(int argc, char** argv, Options* o) {
       if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) return false;
       o->inPlace = v[0] == '1';
     } else if (!std::strcmp(argv[i], "-b")) {
-      if (!perf::parseSize(v, &o->minBytes)) return false;
+      if (!fairway::parseSize(v, &o->minBytes)) return false;
     } else if (!std::strcmp(argv[i], "-e")) {
-      if (!perf::parseSize(v, &o->maxBytes)) return false;
+      if (!fairway::parseSize(v, &o->maxBytes)) return false;
     } else if (!std::strcmp(argv[i], "-f")) {
-      if (!perf::parseFactor(v, &o->factor)) return false;
+      if (!fairway::parseFactor(v, &o->factor)) return false;
     } else if (!std::strcmp(argv[i], "-n")) {
-      if (!perf::parseInt(v, &o->iters)) return false;
+      if (!fairway::parseInt(v, &o->iters)) return false;
     } else if (!std::strcmp(argv[i], "-w")) {
-      if (!perf::parseInt(v, &o->warmup)) return false;
+      if (!fairway::parseInt(v, &o->warmup)) return false;
     } else {
       return false;
     }

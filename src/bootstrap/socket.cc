@@ -22,12 +22,6 @@ Status systemError(const std::string& what) {
 
 }  // namespace
 
-int msUntil(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  if (left <= 0) return 0;
-  return left > INT_MAX ? INT_MAX : static_cast<int>(left);
-}
-
 std::string SocketAddress::toString() const {
   char host[INET6_ADDRSTRLEN] = "?";
   int port = 0;

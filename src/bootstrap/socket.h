@@ -8,16 +8,10 @@
 #include <cstddef>
 #include <string>
 
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace fairway {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-inline Deadline deadlineAfterMs(int64_t ms) { return Clock::now() + std::chrono::milliseconds(ms); }
-// Milliseconds left until deadline, clamped to [0, INT_MAX].
-int msUntil(Deadline deadline);
 
 struct SocketAddress {
   sockaddr_storage storage{};

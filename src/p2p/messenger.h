@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "p2p/failure_notice.h"
 #include "p2p/message_port.h"

@@ -1,5 +1,5 @@
-// Strict parsers for the numbers the perf binaries, their peers and
-// fairwayrun take on the command line: a value with anything left over, or
+// Strict parsers for the numbers the perf binaries, their peers,
+// fairwayrun and fairway-sim take on the command line: a value with anything left over, or
 // none at all, is refused, never silently cut short ("1M" read as 1 byte).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 
-namespace fairway::perf {
+namespace fairway {
 
 // A finite number at the start of text; *end is left after it.
 inline bool parseLeadingNumber(const char* text, double* out, const char** end) {
@@ -47,4 +47,4 @@ inline bool parseInt(const char* text, int* out, long minValue = 0, long maxValu
   return true;
 }
 
-}  // namespace fairway::perf
+}  // namespace fairway
