@@ -99,6 +99,14 @@ Status armTraceSignal(int signo, const std::string& dir) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.signalArmed) return Status::ok();
+  // A handler the program installed is its own: never replaced.
+  struct sigaction current {};
+  if (sigaction(signo, nullptr, &current) == 0 &&
+      ((current.sa_flags & SA_SIGINFO) != 0 || (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN))) {
+    return Status(fwInvalidUsage, std::string("SIG") + (signo == SIGUSR2 ? "USR2" : "USR1") +
+                                      " already has a handler of the program's: no trace dumps on it (set "
+                                      "FAIRWAY_TRACE_SIGNAL to the other one, or to none)");
+  }
   if (::pipe2(r.signalPipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     return Status(fwSystemError, std::string("trace signal: pipe: ") + std::strerror(errno));
   }

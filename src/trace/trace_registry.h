@@ -31,7 +31,8 @@ Status dumpTraces(const std::string& dir, const std::string& reason, std::string
 
 // From now on, signal signo writes a dump into dir (the first call's
 // signal and dir win; later calls change nothing). An error where the
-// handler cannot be installed.
+// handler cannot be installed, or where the program has a handler of its
+// own for signo (never replaced).
 Status armTraceSignal(int signo, const std::string& dir);
 
 }  // namespace fairway

@@ -3,12 +3,15 @@
 // and fairway-trace's analysis on made-up dumps.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cstring>
 
 #include "trace/flight_record.h"
 #include "trace/pickle.h"
 #include "trace/trace_analysis.h"
 #include "trace/trace_dump.h"
+#include "trace/trace_registry.h"
 
 namespace fairway {
 namespace {
@@ -227,6 +230,20 @@ TEST(Pickle, RefusesNestingPastItsLimitAndContainersInsideThemselves) {
   // M = []; memo 0; [M]-list N holding M; then appending N into M (taken from the memo).
   st = parsePickle(std::string("\x80\x02]q\x00](h\x00" "eh\x00" "(X\x00\x00\x00\x00" "e.", 20), &v);
   EXPECT_FALSE(st.isOk());
+}
+
+TEST(TraceSignal, AProgramsOwnHandlerIsNeverReplaced) {
+  struct sigaction mine {}, before {};
+  mine.sa_handler = [](int) {};
+  sigemptyset(&mine.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &mine, &before), 0);
+  const Status st = armTraceSignal(SIGUSR2, "/tmp");
+  struct sigaction after {};
+  sigaction(SIGUSR2, &before, &after);  // restored; `after` is what arming left
+  ASSERT_FALSE(st.isOk());
+  EXPECT_EQ(st.code(), fwInvalidUsage);
+  EXPECT_NE(st.message().find("SIGUSR2 already has a handler of the program's"), std::string::npos) << st.message();
+  EXPECT_EQ(after.sa_handler, mine.sa_handler);
 }
 
 // Dumps of one job's ranks, made up: rank r did collectives 0..last[r],
