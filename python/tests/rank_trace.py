@@ -1,7 +1,9 @@
 """Rank function of test_trace.py: DDP on the fairway backend where one
-rank sleeps before a step longer than the group's timeout; every rank's
-failure writes its flight record to FAIRWAY_TRACE_DIR."""
+rank sleeps before a step longer than the group's timeout and is then
+killed, never having made the step's call; every other rank's failure
+writes its flight record to FAIRWAY_TRACE_DIR."""
 import os
+import signal
 import sys
 import time
 
@@ -19,7 +21,8 @@ def ddp_with_a_sleeping_rank(rank, world, sleeper, sleep_step, sleep_s):
     optimizer = torch.optim.SGD(module.parameters(), lr=0.05)
     for step in range(8):
         if rank == sleeper and step == sleep_step:
-            time.sleep(sleep_s)
+            time.sleep(sleep_s)  # the others time out meanwhile, and dump
+            os.kill(os.getpid(), signal.SIGKILL)
         x, y = batch(rank, step)
         optimizer.zero_grad()
         try:
