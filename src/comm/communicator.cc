@@ -10,10 +10,6 @@
 
 namespace fairway {
 
-namespace {
-constexpr size_t kTimedCallBytes = 64 << 10;
-}  // namespace
-
 Status Communicator::adoptMeasuredLinks() {
   MeasuredLinks measured;
   FW_RETURN_IF_ERROR(measureLinks(*this, &measured));
@@ -192,7 +188,7 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
   }
   // A blocking call under 64 KiB that started when posted records no end
   // time (FlightRecord::ended): it is over in microseconds.
-  record_.ended(trace, st, !how.startsAtPost || args.count * elementSize >= kTimedCallBytes);
+  record_.ended(trace, st, !how.startsAtPost || args.count * elementSize >= FlightRecord::kTimedBytes);
   // The caller names the collective (the C API, or an internal caller's
   // own context), so the message carries the name once.
   return st;

@@ -81,7 +81,7 @@ uint64_t Communicator::traceMessage(bool isSend, int peer, size_t count, fwDataT
 }
 
 void Communicator::traceEnded(uint64_t id, const Status& result, size_t bytes) {
-  record_.ended(id, result, bytes >= 64 << 10);
+  record_.ended(id, result, bytes >= FlightRecord::kTimedBytes);
 }
 
 TraceEntry Communicator::callerEntryOf(const CollectiveArgs& args, uint32_t sequence, uint8_t memory, void* stream) {

@@ -155,7 +155,8 @@ void FlightRecord::ended(uint64_t id, const Status& result, bool timed) {
   if (!result.isOk()) {
     std::lock_guard<std::mutex> lock(failuresMutex_);
     failures_[id] = result.message();
-    const uint64_t oldest = nextId_.load(std::memory_order_acquire) > capacity_ ? nextId_.load() - capacity_ : 0;
+    const uint64_t next = nextId_.load(std::memory_order_acquire);
+    const uint64_t oldest = next > capacity_ ? next - capacity_ : 0;
     while (!failures_.empty() && failures_.begin()->first < oldest) failures_.erase(failures_.begin());
   }
   update(id, [&](Slot& slot) {

@@ -96,6 +96,8 @@ class FlightRecord {
   // is not timed records no end time: the clock read would cost a
   // 1-rank 8-byte allreduce 2%, and a short call's end is its start.
   void ended(uint64_t id, const Status& result, bool timed = true);
+  // Blocking calls of fewer bytes that start when posted are not timed.
+  static constexpr size_t kTimedBytes = 64 << 10;
 
   // The entries still in the ring, oldest first.
   std::vector<TraceEntry> snapshot() const;

@@ -96,6 +96,16 @@ std::string PickleValue::textOr(const std::string& fallback) const {
   return type == Type::String ? text : fallback;
 }
 
+int64_t PickleValue::intAt(const std::string& key, int64_t fallback) const {
+  const PickleValue* v = get(key);
+  return v != nullptr ? v->intOr(fallback) : fallback;
+}
+
+std::string PickleValue::textAt(const std::string& key) const {
+  const PickleValue* v = get(key);
+  return v != nullptr ? v->textOr("") : std::string();
+}
+
 namespace {
 
 using ValuePtr = std::shared_ptr<PickleValue>;

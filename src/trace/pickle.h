@@ -56,6 +56,9 @@ struct PickleValue {
   // Convenience readers: fallback where the value is missing or of another type.
   int64_t intOr(int64_t fallback) const;
   std::string textOr(const std::string& fallback) const;
+  // The same for a dictionary's value under key ("" for text).
+  int64_t intAt(const std::string& key, int64_t fallback) const;
+  std::string textAt(const std::string& key) const;
 };
 
 // Parses one pickled value. Limits: nesting 100 deep, 2 million values in all.

@@ -338,29 +338,21 @@ Status decodeEntry(const PickleValue& e, TraceDump* out) {
   }
   CommunicatorTrace& c = out->communicators[static_cast<size_t>(pgId->integer)];
   TraceEntry t;
-  t.recordId = static_cast<uint64_t>(e.get("record_id") ? e.get("record_id")->intOr(0) : 0);
+  t.recordId = static_cast<uint64_t>(e.intAt("record_id", 0));
   t.kind = kindFromName(op->text);
   if (t.kind == 255) return missing("an entry's operation \"" + op->text + "\" is unknown");
   const bool p2p = !t.isCollective();
   const PickleValue* seq = e.get(p2p ? "p2p_seq_id" : "collective_seq_id");
   t.sequence = seq ? static_cast<uint64_t>(seq->intOr(0)) : 0;
-  auto text = [&](const char* key) {
-    const PickleValue* v = e.get(key);
-    return v ? v->textOr("") : std::string();
-  };
-  auto integer = [&](const char* key, int64_t fallback) {
-    const PickleValue* v = e.get(key);
-    return v ? v->intOr(fallback) : fallback;
-  };
-  t.state = stateFromName(text("fairway_state"));
-  t.datatype = datatypeFromName(text("fairway_datatype"));
-  t.op = opFromName(text("fairway_red_op"));
-  t.count = static_cast<uint64_t>(integer("fairway_count", 0));
-  t.callerSequence = static_cast<uint64_t>(integer("fairway_caller_seq", 0));
-  t.rootOrPeer = static_cast<int32_t>(integer("fairway_root_or_peer", -1));
-  t.memory = text("fairway_memory") == "device" ? 1 : 0;
-  t.stream = static_cast<uint64_t>(integer("fairway_stream", 0));
-  t.result = static_cast<int32_t>(integer("fairway_result", 0));
+  t.state = stateFromName(e.textAt("fairway_state"));
+  t.datatype = datatypeFromName(e.textAt("fairway_datatype"));
+  t.op = opFromName(e.textAt("fairway_red_op"));
+  t.count = static_cast<uint64_t>(e.intAt("fairway_count", 0));
+  t.callerSequence = static_cast<uint64_t>(e.intAt("fairway_caller_seq", 0));
+  t.rootOrPeer = static_cast<int32_t>(e.intAt("fairway_root_or_peer", -1));
+  t.memory = e.textAt("fairway_memory") == "device" ? 1 : 0;
+  t.stream = static_cast<uint64_t>(e.intAt("fairway_stream", 0));
+  t.result = static_cast<int32_t>(e.intAt("fairway_result", 0));
   t.postedNs = timeOf(e.get("time_created_ns"));
   t.startedNs = timeOf(e.get("time_discovered_started_ns"));
   t.endedNs = timeOf(e.get("fairway_ended_ns"));
@@ -370,9 +362,12 @@ Status decodeEntry(const PickleValue& e, TraceDump* out) {
   if (outSizes && !outSizes->items.empty() && !outSizes->items[0]->items.empty()) {
     t.outElements = outSizes->items[0]->items[0]->intOr(0);
   }
-  if (!text("fairway_algorithm").empty()) c.algorithmNames[t.recordId] = text("fairway_algorithm");
-  if (!text("fairway_provider").empty()) c.providerNames[t.recordId] = text("fairway_provider");
-  if (!text("fairway_error").empty()) c.failures[t.recordId] = text("fairway_error");
+  for (auto [key, names] : {std::make_pair("fairway_algorithm", &c.algorithmNames),
+                             std::make_pair("fairway_provider", &c.providerNames),
+                             std::make_pair("fairway_error", &c.failures)}) {
+    std::string value = e.textAt(key);
+    if (!value.empty()) (*names)[t.recordId] = std::move(value);
+  }
   c.entries.push_back(t);
   return Status::ok();
 }
@@ -399,33 +394,25 @@ Status decodeTraceDump(const std::string& bytes, TraceDump* out) {
                    std::to_string(kFairwayTraceFormat) + ")");
   }
   *out = TraceDump();
-  auto integer = [](const PickleValue& d, const char* key, int64_t fallback) {
-    const PickleValue* v = d.get(key);
-    return v ? v->intOr(fallback) : fallback;
-  };
-  auto text = [](const PickleValue& d, const char* key) {
-    const PickleValue* v = d.get(key);
-    return v ? v->textOr("") : std::string();
-  };
-  out->rank = static_cast<int>(integer(*fairway, "rank", -1));
-  out->pid = static_cast<int>(integer(*fairway, "pid", 0));
-  out->host = text(*fairway, "host");
-  out->reason = text(*fairway, "reason");
-  out->timeNs = static_cast<uint64_t>(integer(*fairway, "time_ns", 0));
+  out->rank = static_cast<int>(fairway->intAt("rank", -1));
+  out->pid = static_cast<int>(fairway->intAt("pid", 0));
+  out->host = fairway->textAt("host");
+  out->reason = fairway->textAt("reason");
+  out->timeNs = static_cast<uint64_t>(fairway->intAt("time_ns", 0));
   const PickleValue* library = root->get("comm_lib_version");
   out->library = library ? library->textOr("") : "";
   const PickleValue* pgConfig = root->get("pg_config");
   for (const auto& item : comms->items) {
     if (item->type != PickleValue::Type::Dict) return missing("a communicator is not a dictionary");
     CommunicatorTrace c;
-    c.name = text(*item, "name");
-    c.rank = static_cast<int>(integer(*item, "rank", -1));
-    c.size = static_cast<int>(integer(*item, "size", 0));
-    c.timeoutMs = integer(*item, "timeout_ms", 0);
-    c.broken = text(*item, "broken");
-    c.posted = static_cast<uint64_t>(integer(*item, "posted", 0));
-    c.waitingOn = static_cast<int>(integer(*item, "waiting_on", -1));
-    c.waitingSinceNs = static_cast<uint64_t>(integer(*item, "waiting_since_ns", 0));
+    c.name = item->textAt("name");
+    c.rank = static_cast<int>(item->intAt("rank", -1));
+    c.size = static_cast<int>(item->intAt("size", 0));
+    c.timeoutMs = item->intAt("timeout_ms", 0);
+    c.broken = item->textAt("broken");
+    c.posted = static_cast<uint64_t>(item->intAt("posted", 0));
+    c.waitingOn = static_cast<int>(item->intAt("waiting_on", -1));
+    c.waitingSinceNs = static_cast<uint64_t>(item->intAt("waiting_since_ns", 0));
     c.globalRanks = intList(item->get("global_ranks"));
     c.failedRanks = intList(item->get("failed_ranks"));
     if (c.size > kMostTracedRanks) {
@@ -437,7 +424,7 @@ Status decodeTraceDump(const std::string& bytes, TraceDump* out) {
                      std::to_string(c.size));
     }
     const PickleValue* config = pgConfig ? pgConfig->get(c.name) : nullptr;
-    c.desc = config ? text(*config, "desc") : "";
+    c.desc = config ? config->textAt("desc") : "";
     out->communicators.push_back(std::move(c));
   }
   for (const auto& e : entries->items) FW_RETURN_IF_ERROR(decodeEntry(*e, out));
