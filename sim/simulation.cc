@@ -4,6 +4,7 @@
 
 #include "algorithms/context.h"
 #include "algorithms/dispatch.h"
+#include "algorithms/registry.h"
 #include "core/datatype.h"
 #include "core/reducer.h"
 #include "p2p/scratch.h"
@@ -64,9 +65,9 @@ std::vector<Algorithm> applicableFor(const Scenario& s, const SelectionKey& key)
   const bool compressedReduction = isCompressedReduction(key);
   std::vector<Algorithm> out;
   for (Algorithm a : algorithmsOf(s.kind)) {
-    if (a == Algorithm::Native) continue;
-    if (isCompressedAlgorithm(a) != compressedReduction) continue;
-    if (whyCannotRun(a, key, conditions) != nullptr) continue;
+    const AlgorithmRow& row = *rowOf(a);
+    if (row.compressed != compressedReduction) continue;
+    if (row.whyCannotRun != nullptr && row.whyCannotRun(key, conditions) != nullptr) continue;
     out.push_back(a);
   }
   return out;
@@ -124,16 +125,22 @@ Status simulate(const Scenario& s, size_t count, Algorithm algorithm, Outcome* o
   const RankLayout layout = layoutOf(s);
   const CollectiveArgs args = argsOf(s, count);
   const SelectionKey key = selectionKeyOf(args, s.ranks(), &layout, s.spec.onDevice);
-  if (const char* why = whyCannotRun(algorithm, key, conditionsOf(s.spec))) {
-    return Status(fwInvalidArgument, std::string(algorithmName(algorithm)) + " cannot run here: " + why);
+  const AlgorithmRow* row = rowOf(algorithm);
+  if (row == nullptr || row->run == nullptr || (row->collectives & bitOf(s.kind)) == 0) {
+    return Status(fwInvalidArgument, std::string(algorithmName(algorithm)) + " does not run " +
+                                         collectiveName(s.kind) + " in the simulator");
+  }
+  if (row->whyCannotRun != nullptr) {
+    if (const char* why = row->whyCannotRun(key, conditionsOf(s.spec))) {
+      return Status(fwInvalidArgument, std::string(row->name) + " cannot run here: " + why);
+    }
   }
   // A job places the node phase of every hierarchical algorithm, and a
   // single node's whole call, on the segment where the node has one
   // (Selector::placeProviders), whichever algorithm runs.
-  const bool hierarchical = algorithm == Algorithm::TwoPhase || algorithm == Algorithm::Leaders ||
-                            algorithm == Algorithm::CompressedTwoPhase;
-  const bool segmentNode = algorithm == Algorithm::SharedMemory ||
-                           (hierarchical && conditionsOf(s.spec).segmentServes(key));
+  const bool segmentNode =
+      row->placement == Placement::WholeCallOnNode ||
+      (row->placement == Placement::NodeThenRails && conditionsOf(s.spec).segmentServes(key));
   const size_t elementSize = datatypeSize(s.datatype);
   const uint8_t signature = collectiveSignature(args);
   const int n = s.ranks();

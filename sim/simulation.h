@@ -12,7 +12,7 @@
 #include "collective/collective_args.h"
 #include "core/compression.h"
 #include "core/pipeline_settings.h"
-#include "selection/selection_key.h"
+#include "algorithms/selection_key.h"
 #include "sim/cluster_spec.h"
 #include "sim/engine.h"
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "algorithms/context.h"
+#include "collective/collective_args.h"
 #include "core/compression.h"
 
 namespace fairway {
@@ -50,9 +51,10 @@ Status compressedReduceScatter(CollectiveContext& ctx, const void* send, void* r
                                const Compression& compression, bool hierarchical);
 Status compressedAllreduce(CollectiveContext& ctx, const void* send, void* recv, size_t count,
                            const Compression& compression, bool hierarchical);
-// Every rank's block encoded once, the wire bytes gathered by `plain` (an
-// allgather over the wire format, in place), every block decoded by all.
-using PlainAllgather = Status (*)(CollectiveContext& wire, const void* send, void* recv, size_t count);
+// Every rank's block encoded once, the wire bytes gathered by `plain` (a
+// plain algorithm's run, given an allgather over the wire format whose
+// send block already lies at its place in recv), every block decoded by all.
+using PlainAllgather = Status (*)(CollectiveContext& wire, const CollectiveArgs& args);
 Status compressedAllgather(CollectiveContext& ctx, const void* send, void* recv, size_t count, fwDataType_t type,
                            const Compression& compression, PlainAllgather plain);
 

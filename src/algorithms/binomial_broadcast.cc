@@ -2,6 +2,7 @@
 // segment to its children as soon as it arrives from its parent, so deep
 // trees stream instead of waiting for whole buffers.
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "algorithms/binomial_tree.h"
 
 namespace fairway {
@@ -46,5 +47,18 @@ Status binomialBroadcast(CollectiveContext& ctx, void* buf, size_t count, int ro
   }
   return ctx.waitAll(sends, segments * children);
 }
+
+// The binomial tree's row: broadcast and reduce (binomial_reduce.cc).
+namespace {
+Status runBinomial(CollectiveContext& ctx, const CollectiveArgs& a) {
+  if (a.kind == CollectiveKind::Reduce) return binomialReduce(ctx, a.send, a.recv, a.count, a.root);
+  if (ctx.rank() == a.root) FW_RETURN_IF_ERROR(ctx.copy(a.recv, a.send, a.count));
+  return binomialBroadcast(ctx, a.recv, a.count, a.root);
+}
+double binomialCostUs(CollectiveKind, const CostTerms& t) { return t.logN * t.flat.costUs(t.S); }
+}  // namespace
+
+const AlgorithmRow kBinomialRow = {"binomial", bitOf(CollectiveKind::Broadcast) | bitOf(CollectiveKind::Reduce),
+                                   runBinomial, binomialCostUs};
 
 }  // namespace fairway

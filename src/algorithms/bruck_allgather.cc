@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "core/bytes.h"
 
 namespace fairway {
@@ -28,5 +29,18 @@ Status bruckAllgather(CollectiveContext& ctx, const void* send, void* recv, size
   if (r > 0) FW_RETURN_IF_ERROR(ctx.copy(out, rotated + tail * blockBytes, static_cast<size_t>(r) * sendcount));
   return Status::ok();
 }
+
+namespace {
+Status runBruck(CollectiveContext& ctx, const CollectiveArgs& a) {
+  return bruckAllgather(ctx, a.send, a.recv, a.count);
+}
+// Its own block copied first; received into rotated scratch, then put in
+// place with two more copies.
+double bruckCostUs(CollectiveKind, const CostTerms& t) {
+  return t.logN * t.flat.alphaUs + (t.n - 1) * t.S / (t.flat.gbPerSec * 1e3) + 3 * t.step;
+}
+}  // namespace
+
+const AlgorithmRow kBruckRow = {"bruck", bitOf(CollectiveKind::AllGather), runBruck, bruckCostUs};
 
 }  // namespace fairway

@@ -38,6 +38,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/data_space.h"
+#include "algorithms/registry.h"
 #include "algorithms/two_phase.h"
 #include "collective/collective_args.h"
 #include "core/quantize_kernels.h"
@@ -359,11 +360,63 @@ Status compressedAllgather(CollectiveContext& ctx, const void* send, void* recv,
   char* mine = wire + blockBytes * ctx.rank();
   FW_RETURN_IF_ERROR(castStep(kernels::CodecStep::Op::Encode, send, mine));
   CollectiveContext wireCtx = ctx.withElementSize(wireElement);
-  FW_RETURN_IF_ERROR(plain(wireCtx, mine, wire, count));
+  FW_RETURN_IF_ERROR(plain(wireCtx, makeArgs(CollectiveKind::AllGather, mine, wire, count)));
   for (int q = 0; q < n; ++q) {
     FW_RETURN_IF_ERROR(castStep(kernels::CodecStep::Op::Decode, wire + blockBytes * q, ctx.at(recv, count * q)));
   }
   return Status::ok();
 }
+
+// The compressed rows: allreduce and reduce-scatter of compressed calls.
+namespace {
+constexpr unsigned kCompressedCollectives = bitOf(CollectiveKind::AllReduce) | bitOf(CollectiveKind::ReduceScatter);
+
+Status runCompressed(CollectiveContext& ctx, const CollectiveArgs& a, bool hierarchical) {
+  if (a.kind == CollectiveKind::AllReduce) {
+    return compressedAllreduce(ctx, a.send, a.recv, a.count, a.compression, hierarchical);
+  }
+  return compressedReduceScatter(ctx, a.send, a.recv, a.count, a.compression, hierarchical);
+}
+Status runCompressedFlat(CollectiveContext& ctx, const CollectiveArgs& a) { return runCompressed(ctx, a, false); }
+Status runCompressedTwoPhase(CollectiveContext& ctx, const CollectiveArgs& a) { return runCompressed(ctx, a, true); }
+
+// Allreduce is two passes (a reduce-scatter, then an allgather of the sums).
+double compressedFlatCostUs(CollectiveKind kind, const CostTerms& t) {
+  return (kind == CollectiveKind::AllReduce ? 2 : 1) * t.compressedFlatPassUs();
+}
+// The node phase moves full precision; only the rails carry encoded bytes.
+double compressedTwoPhaseCostUs(CollectiveKind kind, const CostTerms& t) {
+  const double rails = t.out.costUs(t.r * (t.M - 1) / t.M * t.S / t.R) + t.extraRounds;
+  if (kind == CollectiveKind::AllReduce) return 2 * ((t.D - 1) * t.in.costUs(t.S / t.n * t.M) + rails);
+  return (t.D - 1) * t.in.costUs(t.S / t.D) + rails;
+}
+
+const char* whyCompressedTwoPhaseCannotRun(const SelectionKey& key, const SelectionConditions& conditions) {
+  if (const char* why = whyTwoPhaseLayoutRefuses(key)) return why;
+  // It compresses between nodes only.
+  if (key.layout->localSizeOf(0) == 1) return "each node holds one rank";
+  if (key.onDevice && !(conditions.routes.ncclInNodes && key.ncclRunsIt) && !conditions.routes.ucxDirect) {
+    return "its node phase would run UCX rings on device memory UCX cannot reach";
+  }
+  return nullptr;
+}
+}  // namespace
+
+const AlgorithmRow kCompressedFlatRow = {"compressed_flat",
+                                         kCompressedCollectives,
+                                         runCompressedFlat,
+                                         compressedFlatCostUs,
+                                         nullptr,
+                                         Placement::PointToPoint,
+                                         /*ncclNodePhase=*/false,
+                                         /*compressed=*/true};
+const AlgorithmRow kCompressedTwoPhaseRow = {"compressed_twophase",
+                                             kCompressedCollectives,
+                                             runCompressedTwoPhase,
+                                             compressedTwoPhaseCostUs,
+                                             whyCompressedTwoPhaseCannotRun,
+                                             Placement::NodeThenRails,
+                                             /*ncclNodePhase=*/true,
+                                             /*compressed=*/true};
 
 }  // namespace fairway

@@ -2,6 +2,7 @@
 // r - 2^k; after ceil(log2 n) rounds every rank has heard, transitively,
 // from every other.
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 
 namespace fairway {
 
@@ -16,5 +17,11 @@ Status disseminationBarrier(CollectiveContext& ctx) {
   }
   return Status::ok();
 }
+
+namespace {
+Status runDissemination(CollectiveContext& ctx, const CollectiveArgs&) { return disseminationBarrier(ctx); }
+}  // namespace
+
+const AlgorithmRow kDisseminationRow = {"dissemination", bitOf(CollectiveKind::Barrier), runDissemination, nullptr};
 
 }  // namespace fairway

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 
 namespace fairway {
 namespace {
@@ -92,5 +93,39 @@ Status leaderReduce(CollectiveContext& ctx, const void* send, void* recv, size_t
   if (ctx.rank() == root) FW_RETURN_IF_ERROR(ctx.finalize(ctx.reducer(), recv, count));
   return Status::ok();
 }
+
+// The leaders' row: allreduce, broadcast and reduce through node leaders,
+// on any layout of whole communicators.
+namespace {
+Status runLeaders(CollectiveContext& ctx, const CollectiveArgs& a) {
+  switch (a.kind) {
+    case CollectiveKind::AllReduce: return leaderAllreduce(ctx, a.send, a.recv, a.count);
+    case CollectiveKind::Reduce: return leaderReduce(ctx, a.send, a.recv, a.count, a.root);
+    default:
+      if (ctx.rank() == a.root) FW_RETURN_IF_ERROR(ctx.copy(a.recv, a.send, a.count));
+      return leaderBroadcast(ctx, a.recv, a.count, a.root);
+  }
+}
+
+double leadersCostUs(CollectiveKind kind, const CostTerms& t) {
+  if (kind == CollectiveKind::AllReduce) {
+    return 2 * t.logD * t.in.costUs(t.S) + t.logM * t.out.costUs(t.S) + (t.logD + t.logM) * t.step;
+  }
+  // Plus one intra-node hop when the root is not its node's leader.
+  return (t.logD + 1) * t.in.costUs(t.S) + t.logM * t.out.costUs(t.S);
+}
+
+const char* whyLeadersCannotRun(const SelectionKey& key, const SelectionConditions&) {
+  return key.layout == nullptr ? "it runs on whole communicators only" : nullptr;
+}
+}  // namespace
+
+const AlgorithmRow kLeadersRow = {
+    "leaders",
+    bitOf(CollectiveKind::AllReduce) | bitOf(CollectiveKind::Broadcast) | bitOf(CollectiveKind::Reduce),
+    runLeaders,
+    leadersCostUs,
+    whyLeadersCannotRun,
+    Placement::NodeThenRails};
 
 }  // namespace fairway

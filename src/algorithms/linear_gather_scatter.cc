@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "core/bytes.h"
 
 namespace fairway {
@@ -40,5 +41,15 @@ Status linearScatter(CollectiveContext& ctx, const void* send, void* recv, size_
   }
   return ctx.waitAll(p, n);
 }
+
+namespace {
+Status runLinear(CollectiveContext& ctx, const CollectiveArgs& a) {
+  if (a.kind == CollectiveKind::Gather) return linearGather(ctx, a.send, a.recv, a.count, a.root);
+  return linearScatter(ctx, a.send, a.recv, a.count, a.root);
+}
+}  // namespace
+
+const AlgorithmRow kLinearRow = {"linear", bitOf(CollectiveKind::Gather) | bitOf(CollectiveKind::Scatter), runLinear,
+                                 nullptr};
 
 }  // namespace fairway

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "core/bytes.h"
 
 namespace fairway {
@@ -41,5 +42,17 @@ Status uniformPairwiseAlltoall(CollectiveContext& ctx, const void* send, void* r
   blocks.uniform = count;
   return pairwiseAlltoall(ctx, send, blocks, recv, blocks);
 }
+
+namespace {
+Status runPairwise(CollectiveContext& ctx, const CollectiveArgs& a) {
+  if (a.kind == CollectiveKind::AllToAll) return uniformPairwiseAlltoall(ctx, a.send, a.recv, a.count);
+  return pairwiseAlltoall(ctx, a.send, BlockMap{a.sendcounts, a.sdispls, 0}, a.recv,
+                          BlockMap{a.recvcounts, a.rdispls, 0});
+}
+}  // namespace
+
+// No cost formula: the only algorithm of its collectives besides the segment.
+const AlgorithmRow kPairwiseRow = {"pairwise", bitOf(CollectiveKind::AllToAll) | bitOf(CollectiveKind::AllToAllv),
+                                   runPairwise, nullptr};
 
 }  // namespace fairway

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "algorithms/power_of_two_fold.h"
 #include "core/bytes.h"
 
@@ -62,5 +63,18 @@ Status rabenseifnerAllreduce(CollectiveContext& ctx, const void* send, void* rec
 
   return fold.unfold(ctx, recv, count);
 }
+
+namespace {
+Status runRabenseifner(CollectiveContext& ctx, const CollectiveArgs& a) {
+  return rabenseifnerAllreduce(ctx, a.send, a.recv, a.count);
+}
+double rabenseifnerCostUs(CollectiveKind, const CostTerms& t) {
+  return 2 * t.logN * t.flat.alphaUs + 2 * (t.n - 1) / t.n * t.flat.costUs(t.S) -
+         2 * (t.n - 1) / t.n * t.flat.alphaUs + t.logN * t.step;
+}
+}  // namespace
+
+const AlgorithmRow kRabenseifnerRow = {"rabenseifner", bitOf(CollectiveKind::AllReduce), runRabenseifner,
+                                       rabenseifnerCostUs};
 
 }  // namespace fairway

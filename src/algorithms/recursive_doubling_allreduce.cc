@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 #include "algorithms/power_of_two_fold.h"
 #include "core/bytes.h"
 
@@ -43,5 +44,15 @@ Status recursiveDoublingAllreduce(CollectiveContext& ctx, const void* send, void
 
   return fold.unfold(ctx, recv, count);
 }
+
+namespace {
+Status runRecursiveDoubling(CollectiveContext& ctx, const CollectiveArgs& a) {
+  return recursiveDoublingAllreduce(ctx, a.send, a.recv, a.count);
+}
+double recursiveDoublingCostUs(CollectiveKind, const CostTerms& t) { return t.logN * (t.flat.costUs(t.S) + t.step); }
+}  // namespace
+
+const AlgorithmRow kRecursiveDoublingRow = {"recursive_doubling", bitOf(CollectiveKind::AllReduce),
+                                            runRecursiveDoubling, recursiveDoublingCostUs};
 
 }  // namespace fairway

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
 
 namespace fairway {
 
@@ -41,5 +42,71 @@ size_t sliceCount(const PipelineSettings& p, size_t wholeBytes, size_t elements,
   const size_t mostByShardFloor = std::max<size_t>(1, shardBytes / std::max<size_t>(1, p.minShardBytes));
   return std::min({std::max(bySize, depth), mostByShardFloor, elements});
 }
+
+const char* whyTwoPhaseLayoutRefuses(const SelectionKey& key) {
+  const RankLayout* layout = key.layout;
+  if (layout == nullptr) return "it runs on whole communicators only";
+  if (layout->nodeCount() == 1) return "all ranks are on one node";
+  if (!layout->uniform()) return "the nodes hold different numbers of ranks";
+  return nullptr;
+}
+
+// The two-phase row: reduce-scatter, allreduce and allgather
+// (two_phase_*.cc) over a uniform multi-node layout.
+namespace {
+Status runTwoPhase(CollectiveContext& ctx, const CollectiveArgs& a) {
+  switch (a.kind) {
+    case CollectiveKind::AllReduce: return twoPhaseAllreduce(ctx, a.send, a.recv, a.count);
+    case CollectiveKind::ReduceScatter: return twoPhaseReduceScatter(ctx, a.send, a.recv, a.count);
+    default: return twoPhaseAllgather(ctx, a.send, a.recv, a.count);
+  }
+}
+
+double twoPhaseCostUs(CollectiveKind kind, const CostTerms& t) {
+  const PipelineSettings& p = t.shape.pipeline;
+  const size_t bytes = t.bytes;
+  const double D = t.D, M = t.M, S = t.S, R = t.R;
+  switch (kind) {
+    case CollectiveKind::AllReduce: {
+      // Intra reduce-scatter + allgather of D blocks; exchange and diffuse
+      // of (M-1)/M of the buffer per node, over its R NICs; every slice
+      // pays its steps' latencies, and a reduction per received shard.
+      const double slices = static_cast<double>(sliceCount(p, bytes, bytes, t.shape.ranks, 1));
+      return overlappedUs(t.nodeRingReducingUs(slices, S) +
+                              (D - 1) * (slices * t.in.alphaUs + S / D / (t.in.gbPerSec * 1e3)) +
+                              2 * slices * t.ncclCalls,
+                          2 * (slices * std::max(1.0, t.railRounds) * t.out.alphaUs +
+                               (M - 1) / M * S / R / (t.out.gbPerSec * 1e3)),
+                          slices) +
+             slices * (M - 1) * t.step;
+    }
+    case CollectiveKind::ReduceScatter: {
+      // M strided node rings per slice (the whole buffer over M), one after
+      // another, then a reduction per received shard.
+      const double slices = static_cast<double>(sliceCount(p, bytes / t.shape.nodes, bytes / t.shape.ranks, 1, 1));
+      return t.nodeRingReducingUs(slices * M, S) + slices * t.ncclCalls + t.out.costUs((M - 1) / M * S / R) +
+             t.extraRounds + slices * M * t.step;
+    }
+    default: {  // allgather: a copy per rank's block into place, per slice
+      const double slices = static_cast<double>(sliceCount(p, bytes * t.shape.ranks, bytes, 1, 1));
+      return t.out.costUs((M - 1) * D * S / R) + t.extraRounds + (D - 1) * t.in.costUs(M * S) +
+             slices * t.n * t.step;
+    }
+  }
+}
+
+const char* whyTwoPhaseCannotRun(const SelectionKey& key, const SelectionConditions&) {
+  return whyTwoPhaseLayoutRefuses(key);
+}
+}  // namespace
+
+const AlgorithmRow kTwoPhaseRow = {
+    "twophase",
+    bitOf(CollectiveKind::AllReduce) | bitOf(CollectiveKind::ReduceScatter) | bitOf(CollectiveKind::AllGather),
+    runTwoPhase,
+    twoPhaseCostUs,
+    whyTwoPhaseCannotRun,
+    Placement::NodeThenRails,
+    /*ncclNodePhase=*/true};
 
 }  // namespace fairway

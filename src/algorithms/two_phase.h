@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/context.h"
+#include "algorithms/selection_key.h"
 
 namespace fairway {
 
@@ -50,6 +51,11 @@ struct TwoPhaseSetup {
   size_t elementSize;
   int ranks;
 };
+
+// Why a two-phase algorithm (plain or compressed) cannot run `key`'s
+// layout, or null: whole communicators of several nodes, each holding
+// the same number of ranks.
+const char* whyTwoPhaseLayoutRefuses(const SelectionKey& key);
 
 // How many slices a dimension of `elements` is cut into: about sliceBytes
 // of the whole buffer (wholeBytes) per slice and at least 2 x slicesInFlight

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +23,19 @@ namespace fairway {
 struct CompressionRule {
   Compression compression;  // kind and block size (no residual)
   size_t minBytes = 0;      // the call's size as the selector counts it
+};
+
+// One FAIRWAY_ALGO item: `algorithm` for calls of `collective` whose
+// selection size is in [fromBytes, toBytes) on [minRanks, maxRanks] ranks.
+struct AlgoOverride {
+  std::string collective;
+  std::string algorithm;
+  size_t fromBytes = 0;
+  size_t toBytes = ~size_t{0};
+  int minRanks = 1;
+  int maxRanks = std::numeric_limits<int>::max();
+  // As FAIRWAY_ALGO takes it: collective[:FROM-TO][:ranks=LO-HI]:algorithm.
+  std::string text() const;
 };
 
 // A variable's value by name, nullptr when unset: getenv, or a table in tests.
@@ -56,7 +70,7 @@ struct Config {
   // (SharedMemoryNode::defaultStreamingNodeBytes).
   size_t shmStreamBytes = 0;
   std::string interTransport = "auto"; // FAIRWAY_INTER_TRANSPORT: auto|ucx|nccl, between nodes
-  std::map<std::string, std::string> algoOverrides;  // FAIRWAY_ALGO: collective -> algorithm
+  std::vector<AlgoOverride> algoOverrides;  // FAIRWAY_ALGO, in the order written (the first that applies wins)
   std::map<std::string, CompressionRule> compressionRules;  // FAIRWAY_COMPRESS: collective -> rule
   std::string socketIfname;            // FAIRWAY_SOCKET_IFNAME
   std::string commId;                  // FAIRWAY_COMM_ID: host:port of the bootstrap root

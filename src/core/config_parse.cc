@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
+#include "core/command_line_numbers.h"
 #include "core/strings.h"
 
 namespace fairway {
@@ -59,15 +61,93 @@ Status parseChoice(const std::string& name, const char* text, const std::vector<
   return Status(fwInvalidArgument, name + "=" + text + " is not one of " + list);
 }
 
-Status parseAlgoOverrides(const char* text, std::map<std::string, std::string>* out) {
-  for (const std::string& item : splitString(text, ';')) {
-    size_t colon = item.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) {
-      return Status(fwInvalidArgument, std::string("FAIRWAY_ALGO=") + text + ": item '" + item +
-                                           "' is not collective:algorithm");
-    }
-    (*out)[trim(item.substr(0, colon))] = trim(item.substr(colon + 1));
+namespace {
+
+// "FROM-TO" in bytes (K, M, G: powers of 1024), either end may be left
+// out: [FROM, TO), from 0, to no limit.
+bool parseByteRange(const std::string& text, size_t* from, size_t* to) {
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) return false;
+  const std::string low = trim(text.substr(0, dash)), high = trim(text.substr(dash + 1));
+  if (!low.empty() && !parseSize(low.c_str(), from)) return false;
+  if (!high.empty() && !parseSize(high.c_str(), to)) return false;
+  return *from < *to;
+}
+
+// "ranks=LO-HI", "ranks=LO-" or "ranks=N", inclusive.
+bool parseRankRange(const std::string& text, int* low, int* high) {
+  const std::string range = trim(text.substr(text.find('=') + 1));
+  const size_t dash = range.find('-');
+  const int kMost = std::numeric_limits<int>::max();
+  if (dash == std::string::npos) {
+    if (!parseInt(range.c_str(), low, 1, kMost)) return false;
+    *high = *low;
+    return true;
   }
+  const std::string lo = trim(range.substr(0, dash)), hi = trim(range.substr(dash + 1));
+  if (!parseInt(lo.c_str(), low, 1, kMost)) return false;
+  if (!hi.empty() && !parseInt(hi.c_str(), high, 1, kMost)) return false;
+  return *low <= *high;
+}
+
+std::string sizeText(size_t bytes) {
+  static const char* const kSuffixes[] = {"G", "M", "K"};
+  for (int i = 0; i < 3; ++i) {
+    const size_t unit = size_t{1} << (30 - 10 * i);
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + kSuffixes[i];
+  }
+  return std::to_string(bytes);
+}
+
+}  // namespace
+
+std::string AlgoOverride::text() const {
+  std::string out = collective;
+  if (fromBytes != 0 || toBytes != ~size_t{0}) {
+    out += ":" + sizeText(fromBytes) + "-" + (toBytes == ~size_t{0} ? "" : sizeText(toBytes));
+  }
+  if (minRanks != 1 || maxRanks != std::numeric_limits<int>::max()) {
+    out += ":ranks=" + std::to_string(minRanks) + "-" +
+           (maxRanks == std::numeric_limits<int>::max() ? "" : std::to_string(maxRanks));
+  }
+  return out + ":" + algorithm;
+}
+
+Status parseAlgoOverrides(const char* text, std::vector<AlgoOverride>* out) {
+  std::vector<AlgoOverride> items;
+  std::string list = text;
+  for (char& c : list) c = c == ';' ? ',' : c;
+  for (const std::string& item : splitString(list.c_str(), ',')) {
+    auto refuse = [&](const std::string& why) {
+      return Status(fwInvalidArgument, std::string("FAIRWAY_ALGO=") + text + ": item '" + item + "' " + why +
+                                           " (collective[:FROM-TO][:ranks=LO-HI]:algorithm, e.g. "
+                                           "allreduce:0-64K:recursive_doubling,allreduce:64K-:ring)");
+    };
+    std::vector<std::string> fields = splitString(item.c_str(), ':');
+    for (std::string& f : fields) f = trim(f);
+    if (fields.size() < 2 || fields.size() > 4 || fields.front().empty() || fields.back().empty()) {
+      return refuse("is not collective[:sizes][:ranks]:algorithm");
+    }
+    AlgoOverride o;
+    o.collective = fields.front();
+    o.algorithm = fields.back();
+    bool sizesSeen = false, ranksSeen = false;
+    for (size_t i = 1; i + 1 < fields.size(); ++i) {
+      const std::string& f = fields[i];
+      if (f.rfind("ranks=", 0) == 0) {
+        if (ranksSeen || !parseRankRange(f, &o.minRanks, &o.maxRanks)) {
+          return refuse("has rank counts '" + f + "' that are not one ranks=LO-HI (LO at least 1, LO <= HI)");
+        }
+        ranksSeen = true;
+      } else if (sizesSeen || !parseByteRange(f, &o.fromBytes, &o.toBytes)) {
+        return refuse("has sizes '" + f + "' that are not one FROM-TO byte range (FROM < TO; K, M, G allowed)");
+      } else {
+        sizesSeen = true;
+      }
+    }
+    items.push_back(o);
+  }
+  *out = std::move(items);
   return Status::ok();
 }
 

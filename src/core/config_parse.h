@@ -23,8 +23,9 @@ Status parseByteText(const std::string& name, const char* text, size_t minValue,
 // One of choices, exactly.
 Status parseChoice(const std::string& name, const char* text, const std::vector<std::string>& choices,
                    std::string* out);
-// FAIRWAY_ALGO: collective:algorithm;...
-Status parseAlgoOverrides(const char* text, std::map<std::string, std::string>* out);
+// FAIRWAY_ALGO: items collective[:FROM-TO][:ranks=LO-HI]:algorithm, separated
+// by ',' or ';'. Names are checked by the selector (Selector::create).
+Status parseAlgoOverrides(const char* text, std::vector<AlgoOverride>* out);
 // FAIRWAY_COMPRESS: collective:kind[/block][:minbytes];...
 Status parseCompressionRules(const char* text, std::map<std::string, CompressionRule>* out);
 

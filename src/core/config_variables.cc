@@ -183,9 +183,7 @@ Handler algorithms() {
   return {[](const std::string&, const char* text, Config* c) { return parseAlgoOverrides(text, &c->algoOverrides); },
           [](const Config& c) {
             std::string text;
-            for (const auto& [collective, algorithm] : c.algoOverrides) {
-              text += (text.empty() ? "" : ";") + collective + ":" + algorithm;
-            }
+            for (const AlgoOverride& o : c.algoOverrides) text += (text.empty() ? "" : ",") + o.text();
             return text;
           }};
 }
@@ -274,9 +272,12 @@ std::vector<ConfigVariable> makeTable() {
         "(e.g. `mlx5_0:1,mlx5_1:1`)",
         netDevices()),
     configVariable("FAIRWAY_ALGO", "",
-        "per-collective algorithm, e.g. `allreduce:twophase;allgather:bruck` (names in "
-        "docs/DESIGN.md); on device buffers a forced algorithm runs over UCX instead of NCCL's own "
-        "collective (forced `twophase` keeps NCCL inside nodes)",
+        "per-collective algorithm: items `collective[:FROM-TO][:ranks=LO-HI]:algorithm` separated by `,` "
+        "or `;`, the first that applies wins, e.g. "
+        "`allreduce:0-64K:recursive_doubling,allreduce:64K-:ring;allgather:ranks=2-4:bruck` (sizes as "
+        "selection counts them, from FROM up to but not including TO, K/M/G allowed, either end left "
+        "out; rank counts inclusive; names in docs/DESIGN.md); on device buffers a forced algorithm runs "
+        "over UCX instead of NCCL's own collective (forced `twophase` keeps NCCL inside nodes)",
         algorithms()),
     configVariable("FAIRWAY_COMPRESS", "",
         "opt-in compression of plain calls for unmodified programs (numerics change): "

@@ -97,68 +97,13 @@ const std::vector<SelectionRow>& defaultRows() {
   return rows;
 }
 
-SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm) {
-  SelectionRow row = fixed(bitOf(kind), kAnyMemory, kAnyLayout, 0, kNoLimit, algorithm, kOverrideRule);
+SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm, size_t fromBytes, size_t toBytes, int minRanks,
+                         int maxRanks) {
+  SelectionRow row = fixed(bitOf(kind), kAnyMemory, kAnyLayout, fromBytes, toBytes, algorithm, kOverrideRule);
+  row.minRanks = minRanks;
+  row.maxRanks = maxRanks;
   row.compressed = isCompressedAlgorithm(algorithm);  // compressed choices apply to compressed calls only
   return row;
-}
-
-const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions) {
-  const RankLayout* layout = key.layout;
-  switch (algorithm) {
-    case Algorithm::SharedMemory:
-      if (layout == nullptr) return "it runs on whole communicators only";
-      if (layout->nodeCount() > 1) return "the ranks span several nodes (two-phase and leaders use it inside each node)";
-      if (!conditions.sharedMemory) return "this node has no shared-memory segment (see the INFO log of communicator creation)";
-      if (!conditions.segmentServes(key)) return "the segment carries host buffers only";
-      return nullptr;
-    case Algorithm::TwoPhase:
-    case Algorithm::CompressedTwoPhase:
-      if (layout == nullptr) return "it runs on whole communicators only";
-      if (layout->nodeCount() == 1) return "all ranks are on one node";
-      if (!layout->uniform()) return "the nodes hold different numbers of ranks";
-      if (algorithm == Algorithm::TwoPhase) return nullptr;
-      // Compressed two-phase compresses between nodes only.
-      if (layout->localSizeOf(0) == 1) return "each node holds one rank";
-      if (key.onDevice && !(conditions.routes.ncclInNodes && key.ncclRunsIt) && !conditions.routes.ucxDirect) {
-        return "its node phase would run UCX rings on device memory UCX cannot reach";
-      }
-      return nullptr;
-    case Algorithm::Leaders:
-      return layout == nullptr ? "it runs on whole communicators only" : nullptr;
-    case Algorithm::Native:
-      return key.onDevice && conditions.routes.ncclEverywhere && key.ncclRunsIt ? nullptr
-                                                                                : "NCCL does not reach every rank";
-    default:
-      return nullptr;
-  }
-}
-
-const std::vector<Algorithm>& algorithmsOf(CollectiveKind kind) {
-  using A = Algorithm;
-  static const std::vector<Algorithm> byKind[] = {
-      /* AllReduce */ {A::Ring, A::Rabenseifner, A::RecursiveDoubling, A::TwoPhase, A::Leaders, A::SharedMemory,
-                       A::CompressedFlat, A::CompressedTwoPhase},
-      /* ReduceScatter */ {A::Ring, A::TwoPhase, A::SharedMemory, A::CompressedFlat, A::CompressedTwoPhase},
-      /* AllGather */ {A::Ring, A::Bruck, A::TwoPhase, A::SharedMemory},
-      /* Broadcast */ {A::Binomial, A::Leaders, A::SharedMemory},
-      /* Reduce */ {A::Binomial, A::Leaders, A::SharedMemory},
-      /* AllToAll */ {A::Pairwise, A::SharedMemory},
-      /* AllToAllv */ {A::Pairwise},
-      /* Gather */ {A::Linear},
-      /* Scatter */ {A::Linear},
-      /* Barrier */ {A::Dissemination, A::SharedMemory},
-  };
-  return byKind[static_cast<int>(kind)];
-}
-
-const std::vector<Algorithm>& namedAlgorithms() {
-  using A = Algorithm;
-  static const std::vector<Algorithm> all = {A::Ring,          A::Rabenseifner, A::RecursiveDoubling, A::Bruck,
-                                             A::Binomial,      A::Pairwise,     A::Linear,            A::Dissemination,
-                                             A::TwoPhase,      A::Leaders,      A::CompressedFlat,    A::CompressedTwoPhase,
-                                             A::SharedMemory};
-  return all;
 }
 
 RowIndex::RowIndex(const std::vector<SelectionRow>& rows) {

@@ -8,28 +8,17 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <vector>
 
-#include "selection/selection_key.h"
+#include "algorithms/registry.h"
+#include "algorithms/selection_key.h"
 
 namespace fairway {
-
-// What a call runs on besides its key: the communicator's device routes
-// and its node's segment.
-struct SelectionConditions {
-  DeviceRoutes routes;
-  bool sharedMemory = false;  // this rank's node has its shared-memory segment
-  // Whether the segment can carry the call's data: host buffers only (the
-  // CPU copies into and out of it; device buffers stay on the device, their
-  // messages staged through pinned bounce buffers where UCX cannot reach them).
-  bool segmentServes(const SelectionKey& key) const { return sharedMemory && !key.onDevice; }
-};
 
 // Masks of a row.
 constexpr unsigned kHostMemory = 1, kDeviceMemory = 2, kAnyMemory = 3;
 constexpr unsigned kGroup = 1, kOneNode = 2, kUniformNodes = 4, kUnevenNodes = 8, kAnyLayout = 15;
-constexpr unsigned kAnyCollective = (1u << kCollectiveKinds) - 1;
-constexpr unsigned bitOf(CollectiveKind kind) { return 1u << static_cast<unsigned>(kind); }
 // What a row needs of the device routes (and of NCCL for the call's type and op).
 // kNeedsSegment: the node's segment can carry the call's data.
 constexpr unsigned kNeedsNothing = 0, kNeedsNcclEverywhere = 1, kNeedsNcclInNodes = 2, kNeedsSegment = 4;
@@ -53,6 +42,8 @@ struct SelectionRow {
   unsigned layouts = kAnyLayout;
   size_t fromBytes = 0;              // the call's selection size in [fromBytes, toBytes)
   size_t toBytes = ~size_t{0};
+  int minRanks = 1;                  // the call's ranks (SelectionKey::ranks) in [minRanks, maxRanks]
+  int maxRanks = std::numeric_limits<int>::max();
   bool compressed = false;           // for compressed reductions, or for every other call
   unsigned needs = kNeedsNothing;
   bool byModel = false;              // the cost model's cheapest runnable algorithm, else `algorithm`
@@ -62,8 +53,10 @@ struct SelectionRow {
 
 // The defaults, in order.
 const std::vector<SelectionRow>& defaultRows();
-// FAIRWAY_ALGO's row for one collective: every memory, layout and size.
-SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm);
+// FAIRWAY_ALGO's row for one item: its collective, sizes and rank counts,
+// every memory and layout.
+SelectionRow overrideRow(CollectiveKind kind, Algorithm algorithm, size_t fromBytes, size_t toBytes, int minRanks,
+                         int maxRanks);
 extern const char* const kOverrideRule;  // an override row's rule
 
 // The rows that may apply to a call by everything but its size, for every
@@ -98,17 +91,4 @@ class RowIndex {
   std::vector<uint32_t> first_;  // kSlots + 1 offsets into rows_
   std::vector<uint16_t> rows_;
 };
-// Why `algorithm` cannot run `key` here, or nullptr when it can.
-const char* whyCannotRun(Algorithm algorithm, const SelectionKey& key, const SelectionConditions& conditions);
-// Whether whyCannotRun can refuse `algorithm` at all (the rest run anywhere).
-inline bool hasRunConditions(Algorithm a) {
-  return a == Algorithm::SharedMemory || a == Algorithm::TwoPhase || a == Algorithm::CompressedTwoPhase ||
-         a == Algorithm::Leaders || a == Algorithm::Native;
-}
-// The algorithms that implement a collective: what FAIRWAY_ALGO may name
-// for it and what the cost model compares.
-const std::vector<Algorithm>& algorithmsOf(CollectiveKind kind);
-// Every algorithm FAIRWAY_ALGO knows by name.
-const std::vector<Algorithm>& namedAlgorithms();
-
 }  // namespace fairway

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/log.h"
-#include "selection/cost_model.h"
+#include "algorithms/registry.h"
 
 namespace fairway {
 namespace {
@@ -63,15 +63,15 @@ Selector& Selector::operator=(const Selector& other) {
   return *this;
 }
 
-Status Selector::create(const std::map<std::string, std::string>& overrides, Selector* out) {
+Status Selector::create(const std::vector<AlgoOverride>& overrides, Selector* out) {
   std::vector<SelectionRow> rows;
-  for (const auto& [collective, algorithm] : overrides) {
+  for (const AlgoOverride& o : overrides) {
     std::optional<CollectiveKind> kind;
-    for (int k = 0; k <= static_cast<int>(CollectiveKind::Barrier); ++k) {
-      if (collective == collectiveName(static_cast<CollectiveKind>(k))) kind = static_cast<CollectiveKind>(k);
+    for (int k = 0; k < kCollectiveKinds; ++k) {
+      if (o.collective == collectiveName(static_cast<CollectiveKind>(k))) kind = static_cast<CollectiveKind>(k);
     }
     if (!kind) {
-      return Status(fwInvalidArgument, "FAIRWAY_ALGO names unknown collective '" + collective +
+      return Status(fwInvalidArgument, "FAIRWAY_ALGO names unknown collective '" + o.collective +
                                            "' (allreduce, reducescatter, allgather, broadcast, reduce, alltoall, "
                                            "alltoallv, gather, scatter, barrier)");
     }
@@ -79,15 +79,14 @@ Status Selector::create(const std::map<std::string, std::string>& overrides, Sel
     std::string allowed;
     for (Algorithm a : algorithmsOf(*kind)) {
       allowed += std::string(allowed.empty() ? "" : "|") + algorithmName(a);
-      if (algorithm == algorithmName(a)) chosen = a;
+      if (o.algorithm == algorithmName(a)) chosen = a;
     }
     if (!chosen) {
-      bool known = false;
-      for (Algorithm a : namedAlgorithms()) known = known || algorithm == algorithmName(a);
+      const bool known = algorithmNamed(o.algorithm).has_value();
       return Status(fwInvalidArgument, "FAIRWAY_ALGO: " + std::string(known ? "" : "unknown ") + "algorithm '" +
-                                           algorithm + "' cannot run " + collective + " (choose " + allowed + ")");
+                                           o.algorithm + "' cannot run " + o.collective + " (choose " + allowed + ")");
     }
-    rows.push_back(overrideRow(*kind, *chosen));
+    rows.push_back(overrideRow(*kind, *chosen, o.fromBytes, o.toBytes, o.minRanks, o.maxRanks));
   }
   const std::vector<SelectionRow>& defaults = defaultRows();
   rows.insert(rows.end(), defaults.begin(), defaults.end());
@@ -108,13 +107,15 @@ Selection Selector::select(const SelectionKey& key) const {
   for (const uint16_t* i = candidates.begin; i != candidates.end; ++i) {
     const SelectionRow& row = rows_[*i];
     if (key.bytes < row.fromBytes || key.bytes >= row.toBytes) continue;
+    if (key.ranks < row.minRanks || key.ranks > row.maxRanks) continue;
     if (row.byModel) {
       const std::optional<Algorithm> cheapest = cheapestByModel(key, row.compressed);
       if (!cheapest) continue;  // no model of any candidate
       s.algorithm = *cheapest;
     } else {
-      if (hasRunConditions(row.algorithm)) {
-        if (const char* why = whyCannotRun(row.algorithm, key, conditions_)) {
+      const AlgorithmRow* algorithm = rowOf(row.algorithm);
+      if (algorithm->whyCannotRun != nullptr) {
+        if (const char* why = algorithm->whyCannotRun(key, conditions_)) {
           if (row.rule == kOverrideRule) warnOverrideOnce(key, row.algorithm, why);
           continue;
         }
@@ -134,25 +135,26 @@ Selection Selector::select(const SelectionKey& key) const {
   return s;
 }
 
-// NCCL's own collective is NCCL's alone. Otherwise UCX carries both
-// phases (on host memory, on device memory, or staged), except that NCCL
-// serves two-phase's node phase where it reaches a node's ranks, and the
+// From the algorithm's row: a provider's own collective is that
+// provider's alone (NCCL). Otherwise UCX carries every phase (on host
+// memory, on device memory, or staged), except that NCCL serves a node
+// phase the row lets it where NCCL reaches a node's ranks, and the
 // node's segment serves the phases it can carry.
 void Selector::placeProviders(const SelectionKey& key, Selection* s) const {
-  const Algorithm a = s->algorithm;
-  if (a == Algorithm::Native) {
+  const AlgorithmRow& row = *rowOf(s->algorithm);
+  if (row.placement == Placement::ProviderOwn) {
     s->node = s->rail = Provider::Nccl;
     return;
   }
   s->node = s->rail = key.onDevice ? conditions_.routes.ucx() : Provider::HostUcx;
-  const bool twoPhase = a == Algorithm::TwoPhase || a == Algorithm::CompressedTwoPhase;
-  if (twoPhase && nodePhaseInNccl(key, conditions_)) {
+  const bool hierarchical = row.placement == Placement::NodeThenRails;
+  if (hierarchical && row.ncclNodePhase && nodePhaseInNccl(key, conditions_)) {
     s->node = Provider::Nccl;
     return;
   }
   if (!conditions_.segmentServes(key)) return;
-  if (a == Algorithm::SharedMemory || twoPhase || a == Algorithm::Leaders) s->node = Provider::HostShm;
-  if (a == Algorithm::SharedMemory) s->rail = Provider::HostShm;  // flat: one provider
+  if (hierarchical) s->node = Provider::HostShm;
+  if (row.placement == Placement::WholeCallOnNode) s->node = s->rail = Provider::HostShm;  // flat: one provider
 }
 
 // Among the collective's algorithms of the row's kind (compressed or
@@ -164,7 +166,9 @@ std::optional<Algorithm> Selector::cheapestByModel(const SelectionKey& key, bool
   std::optional<Algorithm> best;
   double bestUs = 0;
   for (Algorithm a : algorithmsOf(key.kind)) {
-    if (isCompressedAlgorithm(a) != compressed || whyCannotRun(a, key, conditions_) != nullptr) continue;
+    const AlgorithmRow& row = *rowOf(a);
+    if (row.compressed != compressed) continue;
+    if (row.whyCannotRun != nullptr && row.whyCannotRun(key, conditions_) != nullptr) continue;
     const double us = predictMicros(key.kind, a, key.bytes, shape);
     if (us >= 0 && (!best || us < bestUs)) {
       best = a;
@@ -175,9 +179,9 @@ std::optional<Algorithm> Selector::cheapestByModel(const SelectionKey& key, bool
 }
 
 double Selector::predict(const SelectionKey& key, Algorithm algorithm) const {
-  // No model of NCCL's own or the shared-memory collectives (and no need
-  // to pay for the shape on every small call).
-  if (algorithm == Algorithm::Native || algorithm == Algorithm::SharedMemory) return -1;
+  // No need to pay for the shape where the row has no model.
+  const AlgorithmRow* row = rowOf(algorithm);
+  if (row == nullptr || row->cost == nullptr) return -1;
   return predictMicros(key.kind, algorithm, key.bytes, shapeOf(key, intra_, inter_, rails_, pipeline_, conditions_));
 }
 

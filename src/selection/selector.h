@@ -18,19 +18,21 @@
 #include <tuple>
 #include <vector>
 
+#include "core/config.h"
 #include "core/link_model.h"
 #include "core/log.h"
 #include "core/status.h"
-#include "selection/selection_key.h"
+#include "algorithms/selection_key.h"
 #include "selection/selection_rows.h"
 
 namespace fairway {
 
 class Selector {
  public:
-  // The default rows under FAIRWAY_ALGO's. Rejects overrides naming an
-  // unknown collective, or an algorithm that does not implement it.
-  static Status create(const std::map<std::string, std::string>& overrides, Selector* out);
+  // The default rows under FAIRWAY_ALGO's, in the order written. Rejects
+  // overrides naming an unknown collective, or an algorithm whose row does
+  // not run it.
+  static Status create(const std::vector<AlgoOverride>& overrides, Selector* out);
   Selector();  // the default rows alone
   Selector(const Selector& other);
   Selector& operator=(const Selector& other);

@@ -101,7 +101,7 @@ TEST(ConfigTable, ShownValuesReadBackAndBadValuesNameTheVariable) {
   const std::map<std::string, std::string> samples = {
       {"FAIRWAY_TIMEOUT_MS", "1500"},         {"FAIRWAY_SHM_CHUNK_BYTES", "64K"},
       {"FAIRWAY_SLICE_BYTES", "2M"},          {"FAIRWAY_INTRA_LINK", "2,7.5"},
-      {"FAIRWAY_NET_DEVICES", "mlx5_0:1,mlx5_1:1"}, {"FAIRWAY_ALGO", "allgather:bruck;allreduce:ring"},
+      {"FAIRWAY_NET_DEVICES", "mlx5_0:1,mlx5_1:1"}, {"FAIRWAY_ALGO", "allreduce:0-64K:ranks=2-8:recursive_doubling,allreduce:64K-:ring"},
       {"FAIRWAY_COMPRESS", "allgather:bf16;allreduce:int8/128:1M"}, {"FAIRWAY_MEASURE_LINKS", "1"},
       {"FAIRWAY_TRANSPORT", "nccl"},          {"FAIRWAY_STREAM_WAIT", "host-function"},
       {"FAIRWAY_TRACE_ENTRIES", "500"},       {"FAIRWAY_TRACE_SIGNAL", "USR2"}};

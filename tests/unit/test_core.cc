@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/config_parse.h"
 #include "core/copy_kernels.h"
 #include "core/datatype.h"
 #include "core/reduce_kernels.h"
@@ -231,13 +232,58 @@ TEST_F(ConfigEnv, DefaultsAndOverrides) {
   setenv("FAIRWAY_ALGO", " allreduce : ring ; allgather:bruck ", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.timeoutMs, 1500);
-  EXPECT_EQ(c.algoOverrides.at("allreduce"), "ring");
-  EXPECT_EQ(c.algoOverrides.at("allgather"), "bruck");
+  ASSERT_EQ(c.algoOverrides.size(), 2u);
+  EXPECT_EQ(c.algoOverrides[0].text(), "allreduce:ring");
+  EXPECT_EQ(c.algoOverrides[1].text(), "allgather:bruck");
   setenv("FAIRWAY_SLICE_BYTES", "2M", 1);
   setenv("FAIRWAY_SEGMENT_BYTES", "65536", 1);
   ASSERT_TRUE(Config::fromEnvironment(&c).isOk());
   EXPECT_EQ(c.pipeline.sliceBytes, size_t{2} << 20);
   EXPECT_EQ(c.pipeline.segmentBytes, size_t{65536});
+}
+
+TEST(AlgoOverrides, SizeAndRankRangesInTheOrderWritten) {
+  std::vector<AlgoOverride> items;
+  ASSERT_TRUE(parseAlgoOverrides("allreduce:0-64K:recursive_doubling, allreduce:64K-:ranks=2-8:ring;"
+                                 "broadcast:ranks=4:binomial,allgather:-1M:ranks=3-:bruck",
+                                 &items)
+                  .isOk());
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_EQ(items[0].fromBytes, 0u);
+  EXPECT_EQ(items[0].toBytes, 64u * 1024);
+  EXPECT_EQ(items[0].algorithm, "recursive_doubling");
+  EXPECT_EQ(items[1].fromBytes, 64u * 1024);
+  EXPECT_EQ(items[1].toBytes, ~size_t{0});
+  EXPECT_EQ(items[1].minRanks, 2);
+  EXPECT_EQ(items[1].maxRanks, 8);
+  EXPECT_EQ(items[2].minRanks, 4);
+  EXPECT_EQ(items[2].maxRanks, 4);
+  EXPECT_EQ(items[3].toBytes, size_t{1} << 20);
+  EXPECT_EQ(items[3].minRanks, 3);
+  EXPECT_EQ(items[3].maxRanks, std::numeric_limits<int>::max());
+  // Written back as it is read.
+  EXPECT_EQ(items[0].text(), "allreduce:0-64K:recursive_doubling");
+  EXPECT_EQ(items[1].text(), "allreduce:64K-:ranks=2-8:ring");
+  EXPECT_EQ(items[2].text(), "broadcast:ranks=4-4:binomial");
+  EXPECT_EQ(items[3].text(), "allgather:0-1M:ranks=3-:bruck");
+  std::vector<AlgoOverride> again;
+  for (const AlgoOverride& o : items) {
+    ASSERT_TRUE(parseAlgoOverrides(o.text().c_str(), &again).isOk()) << o.text();
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].text(), o.text());
+  }
+}
+
+TEST(AlgoOverrides, MalformedItemsAreRefusedByName) {
+  for (const char* bad : {"allreduce", "allreduce:", ":ring", "allreduce:64K-0:ring", "allreduce:1M:ring",
+                          "allreduce:0-1K:0-2K:ring", "allreduce:ranks=0-2:ring", "allreduce:ranks=8-2:ring",
+                          "allreduce:ranks=2:ranks=4:ring", "allreduce:0-1Q:ring", "allreduce:a:b:c:d:ring"}) {
+    std::vector<AlgoOverride> items;
+    const Status st = parseAlgoOverrides(bad, &items);
+    EXPECT_EQ(st.code(), fwInvalidArgument) << bad;
+    EXPECT_NE(st.message().find(std::string("FAIRWAY_ALGO=") + bad), std::string::npos) << st.message();
+    EXPECT_TRUE(items.empty()) << bad;
+  }
 }
 
 TEST_F(ConfigEnv, SharedMemoryChunk) {
@@ -316,7 +362,7 @@ TEST_F(ConfigEnv, InvalidValuesNameTheVariable) {
   EXPECT_NE(Config::fromEnvironment(&c).message().find("FAIRWAY_TRANSPORT"), std::string::npos);
   unsetenv("FAIRWAY_TRANSPORT");
   setenv("FAIRWAY_ALGO", "allreduce", 1);
-  EXPECT_NE(Config::fromEnvironment(&c).message().find("collective:algorithm"), std::string::npos);
+  EXPECT_NE(Config::fromEnvironment(&c).message().find("collective[:FROM-TO][:ranks=LO-HI]:algorithm"), std::string::npos);
   setenv("FAIRWAY_ALGO", "", 1);
   setenv("FAIRWAY_SEGMENT_BYTES", "12x", 1);
   EXPECT_NE(Config::fromEnvironment(&c).message().find("FAIRWAY_SEGMENT_BYTES"), std::string::npos);

@@ -2,7 +2,8 @@
 // with the algorithm and the provider of each phase.
 #include <gtest/gtest.h>
 
-#include "selection/cost_model.h"
+#include "algorithms/registry.h"
+#include "core/config_parse.h"
 #include "selection/selector.h"
 
 namespace fairway {
@@ -28,16 +29,23 @@ SelectionKey keyFor(CollectiveKind kind, size_t bytes, const RankLayout* layout,
   return key;
 }
 
-Selector selectorWith(const std::map<std::string, std::string>& overrides, DeviceRoutes routes = {}) {
+// algo: FAIRWAY_ALGO's text ("" for none).
+std::vector<AlgoOverride> overridesOf(const char* algo) {
+  std::vector<AlgoOverride> items;
+  if (*algo != '\0') EXPECT_TRUE(parseAlgoOverrides(algo, &items).isOk()) << algo;
+  return items;
+}
+
+Selector selectorWith(const char* algo, DeviceRoutes routes = {}) {
   Selector s;
-  EXPECT_TRUE(Selector::create(overrides, &s).isOk());
+  EXPECT_TRUE(Selector::create(overridesOf(algo), &s).isOk());
   s.setDeviceRoutes(routes);
   return s;
 }
 
 TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
   const RankLayout one = nodesOf({4});
-  Selector s = selectorWith({});
+  Selector s = selectorWith("");
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, &one)).algorithm, Algorithm::RecursiveDoubling);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 32 * 1024, &one)).algorithm, Algorithm::Ring);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &one)).algorithm, Algorithm::Ring);
@@ -50,7 +58,7 @@ TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
   EXPECT_EQ(ring.rail, Provider::HostUcx);
   EXPECT_GT(s.predict(keyFor(CollectiveKind::AllReduce, 1 << 20, &one), ring.algorithm), 0);  // the model has a formula for it
 
-  s = selectorWith({{"allreduce", "ring"}});
+  s = selectorWith("allreduce:ring");
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
 }
 
@@ -61,7 +69,7 @@ TEST(Selector, HostCrossoversOnOneNodeAndOverrides) {
 TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
   const RankLayout one = nodesOf({4});
   const RankLayout twoByFour = nodesOf({4, 4});
-  Selector s = selectorWith({});
+  Selector s = selectorWith("");
   s.setSharedMemory(true);
   for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
                               CollectiveKind::Broadcast, CollectiveKind::Reduce, CollectiveKind::Barrier,
@@ -80,13 +88,13 @@ TEST(Selector, SharedMemoryServesOneNodeAndTheNodePhase) {
   EXPECT_EQ(twoPhase.node, Provider::HostShm);
   EXPECT_EQ(twoPhase.rail, Provider::HostUcx);
 
-  s = selectorWith({{"allreduce", "ring"}, {"reducescatter", "shm"}});
+  s = selectorWith("allreduce:ring,reducescatter:shm");
   s.setSharedMemory(true);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &one)).algorithm, Algorithm::Ring);
   // Forced where it cannot run (across nodes, or without a segment): the
   // table's next row decides, as if nothing were forced (the cost model
   // across nodes, the crossovers on one node).
-  Selector unforced = selectorWith({});
+  Selector unforced = selectorWith("");
   unforced.setSharedMemory(true);
   const SelectionKey acrossNodes = keyFor(CollectiveKind::ReduceScatter, 1 << 20, &twoByFour);
   EXPECT_EQ(s.select(acrossNodes).algorithm, unforced.select(acrossNodes).algorithm);
@@ -106,7 +114,7 @@ TEST(Selector, TheSegmentCarriesHostBuffersOnly) {
   const RankLayout twoByTwo = nodesOf({2, 2});
   DeviceRoutes routes;
   routes.present = true;
-  Selector staged = selectorWith({}, routes);
+  Selector staged = selectorWith("", routes);
   staged.setSharedMemory(true);
   const Selection hostFlat = staged.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one));
   EXPECT_EQ(hostFlat.algorithm, Algorithm::SharedMemory);
@@ -122,12 +130,12 @@ TEST(Selector, TheSegmentCarriesHostBuffersOnly) {
   EXPECT_EQ(twoPhase.node, Provider::StagedUcx);
   EXPECT_EQ(twoPhase.rail, Provider::StagedUcx);
   // shm forced for staged device buffers: warned about, the next row decides.
-  Selector forced = selectorWith({{"allreduce", "shm"}}, routes);
+  Selector forced = selectorWith("allreduce:shm", routes);
   forced.setSharedMemory(true);
   EXPECT_EQ(forced.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false)).node, Provider::StagedUcx);
 
   routes.ucxDirect = true;
-  Selector direct = selectorWith({}, routes);
+  Selector direct = selectorWith("", routes);
   direct.setSharedMemory(true);
   // Device memory on one node without NCCL: the cost model, not the host's crossovers.
   const Selection onDevice = direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
@@ -139,7 +147,7 @@ TEST(Selector, TheSegmentCarriesHostBuffersOnly) {
   const Selection acrossNodes = direct.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo, true, false));
   EXPECT_EQ(acrossNodes.node, Provider::DeviceUcx);
   // shm forced for device memory UCX reaches: the next row (the cost model) instead.
-  direct = selectorWith({{"allreduce", "shm"}}, routes);
+  direct = selectorWith("allreduce:shm", routes);
   direct.setSharedMemory(true);
   const Selection refused = direct.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true, false));
   EXPECT_NE(refused.algorithm, Algorithm::SharedMemory);
@@ -148,12 +156,12 @@ TEST(Selector, TheSegmentCarriesHostBuffersOnly) {
 
 TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRun) {
   const RankLayout twoByFour = nodesOf({4, 4});
-  Selector s = selectorWith({});
+  Selector s = selectorWith("");
   // Large buffers cross the slow inter-node link once per node with two-phase.
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByFour)).algorithm, Algorithm::TwoPhase);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::ReduceScatter, 64 << 20, &twoByFour)).algorithm, Algorithm::TwoPhase);
 
-  s = selectorWith({{"allreduce", "twophase"}});
+  s = selectorWith("allreduce:twophase");
   const RankLayout uneven = nodesOf({3, 2});
   const RankLayout one = nodesOf({4});
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &twoByFour)).algorithm, Algorithm::TwoPhase);
@@ -165,7 +173,7 @@ TEST(Selector, AcrossNodesTheCostModelDecidesAndTwoPhaseFallsBackWhereItCannotRu
 TEST(Selector, TwoPhasesRailBytesSpreadOverTheNodesNics) {
   // 128 nodes of 8 GPUs, 450 GB/s inside a node, one 50 GB/s NIC measured.
   const RankLayout layout = nodesOf(std::vector<int>(128, 8));
-  Selector s = selectorWith({});
+  Selector s = selectorWith("");
   s.setLinks(LinkModel{4.5, 450}, LinkModel{5.3, 50});
   const SelectionKey key = keyFor(CollectiveKind::AllReduce, size_t{1} << 30, &layout);
   const double oneNic = s.predict(key, Algorithm::TwoPhase);
@@ -196,7 +204,7 @@ TEST(Selector, DeviceBuffersPayAKernelLaunchPerWaitedStep) {
   const RankLayout layout = nodesOf(std::vector<int>(512, 8));
   DeviceRoutes routes;
   routes.present = routes.ucxDirect = true;
-  Selector s = selectorWith({}, routes);
+  Selector s = selectorWith("", routes);
   s.setLinks(LinkModel{4.5, 450}, LinkModel{5.3, 50});
   s.setRails(8);
   const SelectionKey host = keyFor(CollectiveKind::AllReduce, 1 << 20, &layout);
@@ -224,7 +232,7 @@ TEST(Selector, AReducingRingOnNvlinkIsPacedByItsLaunches) {
   const RankLayout node = nodesOf({8});
   DeviceRoutes routes;
   routes.present = routes.ucxDirect = true;
-  Selector s = selectorWith({}, routes);
+  Selector s = selectorWith("", routes);
   s.setLinks(LinkModel{4.5, 450}, LinkModel{5.3, 50});
   const SelectionKey device = keyFor(CollectiveKind::ReduceScatter, 64 << 20, &node, true, false);
   const SelectionKey host = keyFor(CollectiveKind::ReduceScatter, 64 << 20, &node);
@@ -249,7 +257,7 @@ TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
   const RankLayout one = nodesOf({4});
   DeviceRoutes routes;
   routes.present = routes.ncclEverywhere = true;
-  Selector s = selectorWith({}, routes);
+  Selector s = selectorWith("", routes);
   Selection native = s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &one, true));
   EXPECT_EQ(native.algorithm, Algorithm::Native);
   EXPECT_EQ(native.node, Provider::Nccl);
@@ -264,7 +272,7 @@ TEST(Selector, DeviceBuffersTakeNcclWhereItReachesEveryRank) {
 
   // A forced algorithm wins over NCCL's own collective, on UCX reaching device memory.
   routes.ucxDirect = true;
-  s = selectorWith({{"allreduce", "ring"}}, routes);
+  s = selectorWith("allreduce:ring", routes);
   Selection forced = s.select(keyFor(CollectiveKind::AllReduce, 64, &one, true));
   EXPECT_EQ(forced.algorithm, Algorithm::Ring);
   EXPECT_EQ(forced.node, Provider::DeviceUcx);
@@ -275,7 +283,7 @@ TEST(Selector, DeviceBuffersAcrossNodesRunTwoPhaseWithNcclInsideNodes) {
   const RankLayout uneven = nodesOf({3, 2});
   DeviceRoutes routes;
   routes.present = routes.ncclInNodes = true;
-  Selector s = selectorWith({}, routes);
+  Selector s = selectorWith("", routes);
   for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
     for (size_t bytes : {size_t{4}, size_t{1} << 28}) {
       const Selection two = s.select(keyFor(kind, bytes, &twoByTwo, true));
@@ -293,7 +301,7 @@ TEST(Selector, DeviceBuffersAcrossNodesRunTwoPhaseWithNcclInsideNodes) {
 
   // Another algorithm forced: it runs flat over UCX; two-phase forced keeps NCCL inside nodes.
   routes.ucxDirect = true;
-  s = selectorWith({{"allreduce", "ring"}, {"allgather", "twophase"}}, routes);
+  s = selectorWith("allreduce:ring,allgather:twophase", routes);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 1 << 20, &twoByTwo, true)).node, Provider::DeviceUcx);
   const Selection forcedTwoPhase = s.select(keyFor(CollectiveKind::AllGather, 1 << 20, &twoByTwo, true));
   EXPECT_EQ(forcedTwoPhase.node, Provider::Nccl);
@@ -307,7 +315,7 @@ TEST(Selector, EveryChoiceNamesItsRow) {
   const RankLayout twoByTwo = nodesOf({2, 2});
   DeviceRoutes routes;
   routes.present = routes.ncclInNodes = true;
-  Selector s = selectorWith({{"allreduce", "compressed_flat"}, {"reducescatter", "ring"}}, routes);
+  Selector s = selectorWith("allreduce:compressed_flat,reducescatter:ring", routes);
   s.setSharedMemory(true);
   EXPECT_STREQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, nullptr)).rule, "measured crossover");
   EXPECT_STREQ(s.select(keyFor(CollectiveKind::AllReduce, 1024, &one)).rule, "the node's segment");
@@ -333,7 +341,7 @@ TEST(Selector, EveryChoiceCarriesThePipelineSettings) {
   PipelineSettings pipeline;
   pipeline.segmentBytes = 12345;
   pipeline.sliceBytes = 3 << 20;
-  Selector s = selectorWith({{"allgather", "bruck"}}, DeviceRoutes());
+  Selector s = selectorWith("allgather:bruck", DeviceRoutes());
   s.setPipeline(pipeline);
   for (const SelectionKey& key : {keyFor(CollectiveKind::AllReduce, 64, &twoByTwo),
                                   keyFor(CollectiveKind::AllReduce, 64 << 20, &twoByTwo),
@@ -344,14 +352,37 @@ TEST(Selector, EveryChoiceCarriesThePipelineSettings) {
   }
 }
 
+// FAIRWAY_ALGO's ranges: sizes [FROM, TO), rank counts inclusive, the
+// first item that applies wins, and calls outside every item fall to the
+// default rows.
+TEST(Selector, OverridesBySizeAndRankCount) {
+  const RankLayout four = nodesOf({4}), eight = nodesOf({8});
+  Selector s = selectorWith("allreduce:0-64K:ranks=2-4:rabenseifner,allreduce:64K-:ring,allgather:ranks=8-:ring");
+  const Selection small = s.select(keyFor(CollectiveKind::AllReduce, 1024, &four));
+  EXPECT_EQ(small.algorithm, Algorithm::Rabenseifner);
+  EXPECT_STREQ(small.rule, "FAIRWAY_ALGO");
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64 * 1024 - 1, &four)).algorithm, Algorithm::Rabenseifner);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 64 * 1024, &four)).algorithm, Algorithm::Ring);
+  // Eight ranks are outside the first item: the default crossover decides.
+  const Selection outside = s.select(keyFor(CollectiveKind::AllReduce, 1024, &eight));
+  EXPECT_EQ(outside.algorithm, Algorithm::RecursiveDoubling);
+  EXPECT_STREQ(outside.rule, "measured crossover");
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllGather, 512, &eight)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllGather, 512, &four)).algorithm, Algorithm::Bruck);
+  // Written first, applies first.
+  s = selectorWith("allreduce:ranks=4:ring,allreduce:rabenseifner");
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &four)).algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &eight)).algorithm, Algorithm::Rabenseifner);
+}
+
 TEST(Selector, RejectsUnknownNames) {
   Selector s;
-  Status st = Selector::create({{"allreduce", "bruck"}}, &s);
+  Status st = Selector::create(overridesOf("allreduce:bruck"), &s);
   EXPECT_EQ(st.code(), fwInvalidArgument);
   EXPECT_NE(st.message().find("ring|rabenseifner|recursive_doubling"), std::string::npos) << st.message();
-  st = Selector::create({{"allsum", "ring"}}, &s);
+  st = Selector::create(overridesOf("allsum:ring"), &s);
   EXPECT_NE(st.message().find("unknown collective 'allsum'"), std::string::npos) << st.message();
-  st = Selector::create({{"allreduce", "nccl"}}, &s);
+  st = Selector::create(overridesOf("allreduce:nccl"), &s);
   EXPECT_EQ(st.code(), fwInvalidArgument) << "NCCL's own collective is not a Fairway algorithm to force";
 }
 

@@ -1,4 +1,4 @@
-#include "selection/selection_key.h"
+#include "algorithms/selection_key.h"
 
 #include "core/datatype.h"
 

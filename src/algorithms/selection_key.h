@@ -25,6 +25,18 @@ struct DeviceRoutes {
   static DeviceRoutes of(const TransportPlan& plan);
 };
 
+struct SelectionKey;
+// What a call runs on besides its key: the communicator's device routes
+// and its node's segment.
+struct SelectionConditions {
+  DeviceRoutes routes;
+  bool sharedMemory = false;  // this rank's node has its shared-memory segment
+  // Whether the segment can carry the call's data: host buffers only (the
+  // CPU copies into and out of it; device buffers stay on the device, their
+  // messages staged through pinned bounce buffers where UCX cannot reach them).
+  inline bool segmentServes(const SelectionKey& key) const;
+};
+
 struct SelectionKey {
   CollectiveKind kind = CollectiveKind::Barrier;
   bool onDevice = false;
@@ -40,6 +52,8 @@ struct SelectionKey {
   bool compressed = false;
   double wireRatio = 1;
 };
+
+bool SelectionConditions::segmentServes(const SelectionKey& key) const { return sharedMemory && !key.onDevice; }
 
 // The size a call is selected by (see SelectionKey::bytes).
 size_t selectionBytes(const CollectiveArgs& args, int ranks);
