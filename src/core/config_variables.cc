@@ -251,7 +251,7 @@ std::vector<ConfigVariable> makeTable() {
         "ranks than CPUs all-to-all blocks from 64K on Intel CPUs (128K on others; 32K from 8 ranks), "
         "reduce-scatters from 1M (4M past 4 ranks) and, on 3 or 4 ranks, allreduces' inputs from 4M, where "
         "that measured faster than two copies; two copies "
-        "serve the rest (docs/DESIGN.md, \"Single copies\")",
+        "serve the rest (docs/design/shared_memory.md, \"Single copies\")",
         singleCopyWindow()),
     configVariable("FAIRWAY_SHM_STREAM_BYTES", "auto",
         "the node's outputs together (a collective's output times its ranks on the node), in bytes, from "
@@ -276,7 +276,7 @@ std::vector<ConfigVariable> makeTable() {
         "or `;`, the first that applies wins, e.g. "
         "`allreduce:0-64K:recursive_doubling,allreduce:64K-:ring;allgather:ranks=2-4:bruck` (sizes as "
         "selection counts them, from FROM up to but not including TO, K/M/G allowed, either end left "
-        "out; rank counts inclusive; names in docs/DESIGN.md); on device buffers a forced algorithm runs "
+        "out; rank counts inclusive; names in docs/design/algorithms.md); on device buffers a forced algorithm runs "
         "over UCX instead of NCCL's own collective (forced `twophase` keeps NCCL inside nodes)",
         algorithms()),
     configVariable("FAIRWAY_COMPRESS", "",

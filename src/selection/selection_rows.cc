@@ -11,7 +11,7 @@ constexpr unsigned kSegmentCollectives = kTwoPhaseCollectives | bitOf(Collective
                                          bitOf(CollectiveKind::Reduce) | bitOf(CollectiveKind::Barrier) |
                                          bitOf(CollectiveKind::AllToAll);
 
-// Crossovers measured with perf/ on the reference machine; see docs/DESIGN.md.
+// Crossovers measured with perf/ on the reference machine; see docs/design/algorithms.md, "How the defaults were chosen".
 // Rabenseifner never won by more than the run-to-run spread, so it is
 // there for FAIRWAY_ALGO and for topologies where its fewer steps pay.
 constexpr size_t kAllreduceRingFromBytes = 16 * 1024;

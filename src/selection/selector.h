@@ -6,7 +6,7 @@
 // own collective and two-phase with NCCL inside nodes for device buffers,
 // the node's segment, the alpha-beta cost model across uniform nodes, and
 // the crossovers measured on this project's reference machine
-// (docs/DESIGN.md).
+// (docs/design/selection.md).
 #pragma once
 
 #include <array>

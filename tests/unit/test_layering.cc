@@ -1,4 +1,4 @@
-// The layers of the library (docs/DESIGN.md, "Layers"): each folder
+// The layers of the library (docs/design/layers.md, "Layers"): each folder
 // includes only folders below it, and no two files of one folder include
 // each other (a header and its .cc count as one file). A new include that
 // runs upward, or a new cycle, fails here with the file and the include.

@@ -97,7 +97,7 @@ size_t SharedMemoryNode::defaultChunkBytes(int ranks, bool oversubscribed) {
   return std::clamp(roundBytes / static_cast<size_t>(ranks), kShmChunkBytesPerCpu, mostChunk) & ~size_t{63};
 }
 
-// Measured on 2 ranks with a CPU each (float32 allgather, DESIGN.md
+// Measured on 2 ranks with a CPU each (float32 allgather, docs/design/shared_memory.md
 // "Single copies"): one process_vm_readv per block, with peers reading a
 // block while its owner copies it into place, beats the segment's two
 // copies from 8 KiB blocks (32 KiB allgather out of place: 6.0-6.5 GB/s
@@ -229,7 +229,7 @@ size_t SharedMemoryNode::alltoallStagedBlockBytes() const {
 }
 
 // Measured the same way (2-rank broadcast_perf, medians of 3 alternations,
-// DESIGN.md "Single copies"): the other rank reading the root's buffer
+// design/shared_memory.md "Single copies"): the other rank reading the root's buffer
 // beat the segment's pipelined copies, before their rounds ran ahead,
 // from 16 KiB (9.2-9.8 GB/s against 5.7-7.6) to 32 MiB out of place,
 // where the root copies send into recv
@@ -280,7 +280,7 @@ SharedMemoryNode::SizeWindow SharedMemoryNode::defaultBroadcastSingleCopy(int ra
 }
 
 // Measured on 2 ranks with a CPU each (all_reduce_perf, float32, three
-// alternations; DESIGN.md "Allreduce"): reading the peer's slices in place
+// alternations; design/shared_memory.md "Allreduce"): reading the peer's slices in place
 // beat the rounds at 2-8 MiB both in and out of place (4 MiB 5.6-7.6 GB/s
 // busbw against 4.7-5.2 out of place, 7.0-9.1 against 5.2-5.9 in place);
 // at 1 MiB it lost in place (4.4-5.4 against 5.5-6.0), from 16 MiB out of
