@@ -5,10 +5,12 @@
 #include "algorithms/context.h"
 #include "algorithms/dispatch.h"
 #include "algorithms/registry.h"
+#include "collective/operations.h"
 #include "core/datatype.h"
 #include "core/reducer.h"
 #include "p2p/scratch.h"
 #include "selection/selection_rows.h"
+#include "selection/plan_binding.h"
 #include "selection/selector.h"
 #include "sim/segment_model.h"
 #include "sim/sim_rank.h"
@@ -27,15 +29,11 @@ RankLayout layoutOf(const Scenario& s) {
 CollectiveArgs argsOf(const Scenario& s, size_t count) {
   CollectiveArgs a = makeArgs(s.kind, reinterpret_cast<const void*>(kSimSendBuffer),
                               reinterpret_cast<void*>(kSimRecvBuffer), count, s.datatype, s.op, s.root);
-  const bool compresses = s.kind == CollectiveKind::AllReduce || s.kind == CollectiveKind::ReduceScatter ||
-                          s.kind == CollectiveKind::AllGather;
-  if (compresses) a.compression = s.compression;
+  if (operationRow(s.kind).compresses) a.compression = s.compression;
   return a;
 }
 
-bool reduces(CollectiveKind k) {
-  return k == CollectiveKind::AllReduce || k == CollectiveKind::ReduceScatter || k == CollectiveKind::Reduce;
-}
+bool reduces(CollectiveKind k) { return operationRow(k).reduces; }
 
 SelectionConditions conditionsOf(const ClusterSpec& spec) {
   SelectionConditions c;
@@ -135,12 +133,8 @@ Status simulate(const Scenario& s, size_t count, Algorithm algorithm, Outcome* o
       return Status(fwInvalidArgument, std::string(row->name) + " cannot run here: " + why);
     }
   }
-  // A job places the node phase of every hierarchical algorithm, and a
-  // single node's whole call, on the segment where the node has one
-  // (Selector::placeProviders), whichever algorithm runs.
-  const bool segmentNode =
-      row->placement == Placement::WholeCallOnNode ||
-      (row->placement == Placement::NodeThenRails && conditionsOf(s.spec).segmentServes(key));
+  // Providers placed as a job's selector places them, bound as a job binds them.
+  const Selection plan = selectorOf(s).planFor(key, algorithm);
   const size_t elementSize = datatypeSize(s.datatype);
   const uint8_t signature = collectiveSignature(args);
   const int n = s.ranks();
@@ -150,14 +144,17 @@ Status simulate(const Scenario& s, size_t count, Algorithm algorithm, Outcome* o
   SegmentNodePhase segment;
   static const std::vector<int> kWholeCommunicator;
   const Engine::Body body = [&](int rank, MessagePort& port, DataSpace& space) -> Status {
+    PlanProviders providers;
+    providers.buffers = &space;
+    providers.segment = &segment;
+    BoundPlan bound;
+    FW_RETURN_IF_ERROR(bindPlan(plan, providers, &bound));
     Scratch scratch;
     Reducer reducer(s.datatype, reduces(s.kind) ? s.op : fwSum, n);
-    CollectiveContext ctx(port, scratch, space, kWholeCommunicator, /*sequence=*/1, signature, elementSize,
+    CollectiveContext ctx(port, scratch, *bound.space, kWholeCommunicator, /*sequence=*/1, signature, elementSize,
                           reduces(s.kind) ? &reducer : nullptr, s.pipeline);
     ctx.setLayout(&layout);
-    Hierarchy hierarchy;
-    if (segmentNode) hierarchy.node = &segment;
-    ctx.setHierarchy(hierarchy);
+    ctx.setHierarchy(bound.hierarchy);
     return runCollective(ctx, args, algorithm);
   };
   Outcome o;

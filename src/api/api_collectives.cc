@@ -2,7 +2,9 @@
 // requests: api_requests.cc).
 // Each builds a CollectiveArgs, validates it, and runs it now or queues it.
 #include "api/handles.h"
+#include "api/post_collective.h"
 #include "api/validate.h"
+#include "collective/operations.h"
 #include "core/datatype.h"
 #include "core/errors.h"
 
@@ -299,3 +301,26 @@ fwResult_t fwIreduceScatterList(const void* const* sendbuffs, void* recvbuff, si
 }
 
 }  // extern "C"
+
+fwResult_t fairway::postCollective(const fwOpArgs_t& a, fwComm_t comm, fwStream_t stream, fwRequest_t* request) {
+  const OperationRow& operation = operationRow(a.type);
+  CollectiveArgs args = makeArgs(operation.kind, a.sendbuff, a.recvbuff, a.count, a.datatype,
+                                 operation.reduces ? a.op : fwSum, operation.rooted ? a.root : 0);
+  if (operation.kind == CollectiveKind::Barrier) args = makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8);
+  if (operation.kind == CollectiveKind::AllToAllv) {
+    args = makeAllToAllv(a.sendbuff, a.sendcounts, a.sdispls, a.recvbuff, a.recvcounts, a.rdispls, a.datatype);
+  }
+  // The list forms' arrays, read as their entry points read them.
+  Status read;
+  if (a.recvbuffs != nullptr) read = readAllGatherList(comm, a.sendbuff, a.recvbuffs, a.count, a.datatype, &args);
+  if (a.sendbuffs != nullptr) {
+    read = readReduceScatterList(comm, a.sendbuffs, a.recvbuff, a.count, a.datatype, a.op, &args);
+  }
+  if (!read.isOk()) {
+    return request != nullptr ? listNotStarted(read, args, request)
+                              : reportToCaller(read.withContext(collectiveName(args.kind)));
+  }
+  const bool compressed = a.compression != nullptr;
+  if (request != nullptr) return nonBlocking(comm, request, std::move(args), a.compression, compressed);
+  return compressed ? blockingCompressed(comm, stream, std::move(args), a.compression) : blocking(comm, stream, args);
+}

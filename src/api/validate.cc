@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "collective/operations.h"
 #include "core/datatype.h"
 
 namespace fairway {
@@ -191,8 +192,9 @@ Status unsupported(const std::string& why) { return Status(fwUnsupportedCompress
 Status validateCompression(const CollectiveArgs& a, int rank, int n) {
   const Compression& c = a.compression;
   const char* name = compressionName(c.kind);
-  const bool reduces = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter;
-  if (!reduces && a.kind != CollectiveKind::AllGather) {
+  const OperationRow& operation = operationRow(a.kind);
+  const bool reduces = operation.reduces;
+  if (!operation.compresses) {
     return unsupported(std::string(collectiveName(a.kind)) + " has no compressed form (allreduce, reducescatter "
                                                              "and allgather have)");
   }

@@ -6,27 +6,10 @@
 
 namespace fairway {
 
-const char* collectiveName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce: return "allreduce";
-    case CollectiveKind::ReduceScatter: return "reducescatter";
-    case CollectiveKind::AllGather: return "allgather";
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::Reduce: return "reduce";
-    case CollectiveKind::AllToAll: return "alltoall";
-    case CollectiveKind::AllToAllv: return "alltoallv";
-    case CollectiveKind::Gather: return "gather";
-    case CollectiveKind::Scatter: return "scatter";
-    case CollectiveKind::Barrier: return "barrier";
-  }
-  return "?";
-}
-
 uint8_t collectiveSignature(const CollectiveArgs& a) {
-  bool reduces = a.kind == CollectiveKind::AllReduce || a.kind == CollectiveKind::ReduceScatter ||
-                 a.kind == CollectiveKind::Reduce;
-  bool rooted = a.kind == CollectiveKind::Broadcast || a.kind == CollectiveKind::Reduce ||
-                a.kind == CollectiveKind::Gather || a.kind == CollectiveKind::Scatter;
+  const OperationRow& operation = operationRow(a.kind);
+  const bool reduces = operation.reduces;
+  const bool rooted = operation.rooted;
   // Every field but the count in one word (each fits its bits), the count
   // in another; each is spread by its own odd multiplier (independent
   // products: this runs on every call), and the signature folds both.

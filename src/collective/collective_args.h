@@ -5,21 +5,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "collective/operations.h"
 #include "core/compression.h"
 #include "fairway/fairway.h"
 
 namespace fairway {
-
-enum class CollectiveKind {
-  AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, AllToAllv, Gather, Scatter, Barrier,
-};
-constexpr int kCollectiveKinds = static_cast<int>(CollectiveKind::Barrier) + 1;
-// Sets of collectives, as bit masks.
-constexpr unsigned bitOf(CollectiveKind kind) { return 1u << static_cast<unsigned>(kind); }
-constexpr unsigned kAnyCollective = (1u << kCollectiveKinds) - 1;
-
-// As FAIRWAY_ALGO and the logs write it: "allreduce", "reducescatter", ...
-const char* collectiveName(CollectiveKind kind);
 
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::Barrier;

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "p2p/messenger.h"
 #include "p2p/point_to_point.h"
+#include "selection/plan_binding.h"
 #include "selection/selector.h"
 #include "topo/rank_layout.h"
 
@@ -31,9 +32,10 @@ class CollectiveRunner {
   struct Reserved {
     bool chosen = false;  // false: select here, as for a host call
     Selection selection;
-    DataSpace* space = nullptr;
-    Hierarchy hierarchy;
-    StagedWire* wire = nullptr;
+    // What the plan may bind to (selection/plan_binding.h); no buffers:
+    // the communicator's host memory and, for a whole communicator, the
+    // node's segment.
+    PlanProviders providers;
     // The call's entry in the flight record, posted where it was called;
     // none: execute posts one (internal collectives).
     uint64_t traceId = ~uint64_t{0};

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "algorithms/dispatch.h"
+#include "collective/operations.h"
 #include "comm/link_probe.h"
 #include "core/datatype.h"
 #include "core/log.h"
@@ -137,14 +138,12 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
                              const Reserved& how) {
   const uint64_t trace = how.traceId != FlightRecord::kNone
                              ? how.traceId
-                             : record_.post(traceEntryOf(args, sequence, how.space != nullptr, nullptr));
+                             : record_.post(traceEntryOf(args, sequence, how.providers.buffers != nullptr, nullptr));
   if (Status broken = messenger_->brokenStatus(); !broken.isOk()) {
     record_.ended(trace, broken);
     return broken;
   }
-  DataSpace& space = how.space != nullptr ? *how.space : hostSpace_;
-  bool reduces = args.kind == CollectiveKind::AllReduce || args.kind == CollectiveKind::ReduceScatter ||
-                 args.kind == CollectiveKind::Reduce;
+  const bool reduces = operationRow(args.kind).reduces;
   int groupSize = group.empty() ? size() : static_cast<int>(group.size());
   Reducer reducer(args.datatype, reduces ? args.op : fwSum, groupSize);
   size_t elementSize = args.kind == CollectiveKind::Barrier ? 1 : datatypeSize(args.datatype);
@@ -152,35 +151,34 @@ Status Communicator::execute(const CollectiveArgs& args, uint32_t sequence, cons
                                     : selections_.select(selectionKeyOf(args, groupSize,
                                                                         group.empty() ? &layout_ : nullptr, false));
   record_.started(trace, static_cast<uint8_t>(plan.algorithm), static_cast<uint8_t>(plan.node), how.startsAtPost);
-  CollectiveContext ctx(*messenger_, scratch_, space, group, sequence, collectiveSignature(args), elementSize,
+  // A host call has host memory and, over the whole communicator, the node's segment.
+  PlanProviders providers = how.providers;
+  if (providers.buffers == nullptr) {
+    providers.buffers = &hostSpace_;
+    if (group.empty()) providers.segment = shm_.get();
+  }
+  BoundPlan bound;
+  if (Status st = bindPlan(plan, providers, &bound); !st.isOk()) {
+    record_.ended(trace, st);
+    return st;
+  }
+  CollectiveContext ctx(*messenger_, scratch_, *bound.space, group, sequence, collectiveSignature(args), elementSize,
                         reduces ? &reducer : nullptr, *plan.pipeline);
   if (group.empty()) ctx.setLayout(&layout_);
   if (shm_ && group.empty()) shm_->announce(sequence, ctx.signature());
-  Hierarchy hierarchy = how.hierarchy;
-  if (plan.node == Provider::HostShm) {
-    // The plan puts the node's phase (or, for the flat shm algorithm, the
-    // whole call) on the node's segment: host memory of a whole communicator.
-    if (!shm_ || !group.empty() || how.space != nullptr) {
-      const Status st(fwInternalError, std::string("the plan put ") + collectiveName(args.kind) +
-                                           " on the node's segment, which this call cannot use");
-      record_.ended(trace, st);
-      return st;
-    }
-    hierarchy.node = shm_.get();
-  }
-  ctx.setHierarchy(hierarchy);
-  ctx.setWire(how.wire);
+  ctx.setHierarchy(bound.hierarchy);
+  ctx.setWire(bound.wire);
   Status st;
   try {
     st = runCollective(ctx, args, plan.algorithm);
   } catch (const std::bad_alloc&) {
     st = Status(fwSystemError, "out of memory for scratch buffers");
   }
-  if (st.isOk() && how.wire != nullptr) st = how.wire->finish(true);
+  if (st.isOk() && bound.wire != nullptr) st = bound.wire->finish(true);
   if (!st.isOk()) {
     // Nothing may still write into the caller's buffers (or the wire's) once we return.
     scratch_.forEachPendingList([&](Pending* list, size_t count) { messenger_->cancel(list, count); });
-    if (how.wire != nullptr) (void)how.wire->finish(false);  // reports nothing once the call failed
+    if (bound.wire != nullptr) (void)bound.wire->finish(false);  // reports nothing once the call failed
     messenger_->fail(st);
     record_.ended(trace, st);
     dumpOnFailure(st.code() == fwTimeout ? "timeout" : "failure");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "algorithms/registry.h"
 #include "core/datatype.h"
 #include "core/log.h"
 
@@ -290,7 +291,7 @@ Status DeviceCollectives::run(const CollectiveArgs& a, void* stream, uint64_t tr
   SelectionKey key = selectionKeyOf(a, comm_.size(), &comm_.layout(), /*onDevice=*/true);
   key.ncclRunsIt = ncclRuns(nccl_, a);
   const Selection plan = comm_.selector().select(key);
-  if (plan.algorithm == Algorithm::Native) {
+  if (rowOf(plan.algorithm)->placement == Placement::ProviderOwn) {  // NCCL's own collective
     // Its end is the stream's: the record says it went there.
     FW_RETURN_IF_ERROR(runNative(a, stream));
     record_.started(traceId, static_cast<uint8_t>(plan.algorithm), static_cast<uint8_t>(plan.node));
@@ -317,13 +318,12 @@ Status DeviceCollectives::runOnDevice(const CollectiveArgs& a, const Selection& 
   how.traceId = traceId;
   how.chosen = true;
   how.selection = plan;
-  how.space = &deviceSpace();
-  if (plan.node == Provider::Nccl) {
-    how.hierarchy.node = nodePhase_.get();
-    how.hierarchy.rail = railSpace_.get();  // null: the rail works on the device memory itself
-  } else if (!ucxDirect()) {
-    how.wire = &wire();
-  }
+  // What this communicator has for device buffers; the plan binds to
+  // them in the communicator (selection/plan_binding.h).
+  how.providers.buffers = &deviceSpace();
+  how.providers.ncclNode = nodePhase_.get();
+  how.providers.pinnedRail = railSpace_.get();
+  if (!ucxDirect()) how.providers.stagedWire = &wire();
   return comm_.runReserved(a, sequence, how);
 }
 

@@ -71,9 +71,11 @@ Status Selector::create(const std::vector<AlgoOverride>& overrides, Selector* ou
       if (o.collective == collectiveName(static_cast<CollectiveKind>(k))) kind = static_cast<CollectiveKind>(k);
     }
     if (!kind) {
-      return Status(fwInvalidArgument, "FAIRWAY_ALGO names unknown collective '" + o.collective +
-                                           "' (allreduce, reducescatter, allgather, broadcast, reduce, alltoall, "
-                                           "alltoallv, gather, scatter, barrier)");
+      std::string known;
+      for (int k = 0; k < kCollectiveKinds; ++k) {
+        known += std::string(k == 0 ? "" : ", ") + collectiveName(static_cast<CollectiveKind>(k));
+      }
+      return Status(fwInvalidArgument, "FAIRWAY_ALGO names unknown collective '" + o.collective + "' (" + known + ")");
     }
     std::optional<Algorithm> chosen;
     std::string allowed;
@@ -132,6 +134,15 @@ Selection Selector::select(const SelectionKey& key) const {
     FW_LOG(Trace, Algo, "%s of %zu bytes (%s memory): %s (%s)", collectiveName(key.kind), key.bytes,
            key.onDevice ? "device" : "host", algorithmName(s.algorithm), s.rule);
   }
+  return s;
+}
+
+Selection Selector::planFor(const SelectionKey& key, Algorithm algorithm) const {
+  Selection s;
+  s.algorithm = algorithm;
+  s.rule = kOverrideRule;
+  placeProviders(key, &s);
+  s.pipeline = &pipeline_;
   return s;
 }
 

@@ -73,6 +73,9 @@ class Selector {
   // is logged at INFO once per collective, memory and power-of-two size,
   // with its row and predicted time.
   Selection select(const SelectionKey& key) const;
+  // The plan for `algorithm` on key, its providers placed as select()
+  // places them: what fairway-sim runs when it forces an algorithm.
+  Selection planFor(const SelectionKey& key, Algorithm algorithm) const;
   // The cost model's time for algorithm on key (negative: no model of it,
   // as for NCCL's own and the shared-memory collectives). Not part of
   // select(): only its INFO log and fairway's tests ask, not every call.

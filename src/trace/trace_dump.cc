@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "collective/operations.h"
 #include "core/datatype.h"
 #include "trace/pickle.h"
 
@@ -135,16 +136,9 @@ void writeStatus(PickleWriter& w, const CommunicatorTrace& c) {
   w.endDict();
 }
 
-bool rooted(uint8_t kind) {
-  const auto k = static_cast<CollectiveKind>(kind);
-  return k == CollectiveKind::Broadcast || k == CollectiveKind::Reduce || k == CollectiveKind::Gather ||
-         k == CollectiveKind::Scatter;
-}
-
-bool reduces(uint8_t kind) {
-  const auto k = static_cast<CollectiveKind>(kind);
-  return k == CollectiveKind::AllReduce || k == CollectiveKind::ReduceScatter || k == CollectiveKind::Reduce;
-}
+// A dump's kind may be anything a file held: only known collectives have a row.
+bool rooted(uint8_t kind) { return kind < kCollectiveKinds && operationRow(static_cast<CollectiveKind>(kind)).rooted; }
+bool reduces(uint8_t kind) { return kind < kCollectiveKinds && operationRow(static_cast<CollectiveKind>(kind)).reduces; }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include "algorithms/registry.h"
 #include "core/config_parse.h"
+#include "selection/plan_binding.h"
 #include "selection/selector.h"
 
 namespace fairway {
@@ -32,7 +33,9 @@ SelectionKey keyFor(CollectiveKind kind, size_t bytes, const RankLayout* layout,
 // algo: FAIRWAY_ALGO's text ("" for none).
 std::vector<AlgoOverride> overridesOf(const char* algo) {
   std::vector<AlgoOverride> items;
-  if (*algo != '\0') EXPECT_TRUE(parseAlgoOverrides(algo, &items).isOk()) << algo;
+  if (*algo != '\0') {
+    EXPECT_TRUE(parseAlgoOverrides(algo, &items).isOk()) << algo;
+  }
   return items;
 }
 
@@ -373,6 +376,58 @@ TEST(Selector, OverridesBySizeAndRankCount) {
   s = selectorWith("allreduce:ranks=4:ring,allreduce:rabenseifner");
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &four)).algorithm, Algorithm::Ring);
   EXPECT_EQ(s.select(keyFor(CollectiveKind::AllReduce, 8, &eight)).algorithm, Algorithm::Rabenseifner);
+}
+
+// One binding for every caller: a plan takes the providers it names from
+// what the caller has, and names what it lacks. The providers are never
+// touched here, so stand-ins do.
+TEST(PlanBinding, EachPlanTakesTheProvidersItNames) {
+  char memory, segment, nccl, pinned, wire;
+  PlanProviders has;
+  has.buffers = reinterpret_cast<DataSpace*>(&memory);
+  has.segment = reinterpret_cast<NodePhase*>(&segment);
+  has.ncclNode = reinterpret_cast<NodePhase*>(&nccl);
+  has.pinnedRail = reinterpret_cast<DataSpace*>(&pinned);
+  has.stagedWire = reinterpret_cast<StagedWire*>(&wire);
+  auto plan = [](Algorithm a, Provider node, Provider rail) {
+    Selection s;
+    s.algorithm = a;
+    s.node = node;
+    s.rail = rail;
+    return s;
+  };
+  BoundPlan b;
+  ASSERT_TRUE(bindPlan(plan(Algorithm::Ring, Provider::HostUcx, Provider::HostUcx), has, &b).isOk());
+  EXPECT_EQ(b.space, has.buffers);
+  EXPECT_EQ(b.hierarchy.node, nullptr);
+  EXPECT_EQ(b.hierarchy.rail, nullptr);
+  EXPECT_EQ(b.wire, nullptr);
+  ASSERT_TRUE(bindPlan(plan(Algorithm::TwoPhase, Provider::HostShm, Provider::HostUcx), has, &b).isOk());
+  EXPECT_EQ(b.hierarchy.node, has.segment);
+  EXPECT_EQ(b.wire, nullptr);
+  // NCCL inside the node: a staged rail works in pinned memory, no wire.
+  ASSERT_TRUE(bindPlan(plan(Algorithm::TwoPhase, Provider::Nccl, Provider::StagedUcx), has, &b).isOk());
+  EXPECT_EQ(b.hierarchy.node, has.ncclNode);
+  EXPECT_EQ(b.hierarchy.rail, has.pinnedRail);
+  EXPECT_EQ(b.wire, nullptr);
+  ASSERT_TRUE(bindPlan(plan(Algorithm::TwoPhase, Provider::Nccl, Provider::DeviceUcx), has, &b).isOk());
+  EXPECT_EQ(b.hierarchy.rail, nullptr) << "UCX reaches device memory: the rail works on it";
+  // Every other staged message goes through the wire.
+  ASSERT_TRUE(bindPlan(plan(Algorithm::Ring, Provider::StagedUcx, Provider::StagedUcx), has, &b).isOk());
+  EXPECT_EQ(b.wire, has.stagedWire);
+  EXPECT_EQ(b.hierarchy.node, nullptr);
+
+  PlanProviders lacks = has;
+  lacks.segment = nullptr;
+  Status st = bindPlan(plan(Algorithm::SharedMemory, Provider::HostShm, Provider::HostShm), lacks, &b);
+  EXPECT_EQ(st.code(), fwInternalError);
+  EXPECT_NE(st.message().find("the plan for shm needs the node's segment"), std::string::npos) << st.message();
+  lacks = has;
+  lacks.stagedWire = nullptr;
+  st = bindPlan(plan(Algorithm::Ring, Provider::StagedUcx, Provider::StagedUcx), lacks, &b);
+  EXPECT_NE(st.message().find("the staged wire"), std::string::npos) << st.message();
+  st = bindPlan(plan(Algorithm::Native, Provider::Nccl, Provider::Nccl), has, &b);
+  EXPECT_EQ(st.code(), fwInternalError) << "NCCL's own collective is NCCL's to run";
 }
 
 TEST(Selector, RejectsUnknownNames) {
