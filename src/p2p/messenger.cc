@@ -92,6 +92,10 @@ void Messenger::idleProgressLoop() {
       progressAll();
     }
     watches_.pollAll();
+    // A peer's failure notice, read while this rank calls nothing: its
+    // next call then fails with the peer's cause, where it could have
+    // completed alone on what its peers left (the node's segment).
+    (void)checkAbortNotice();
   }
 }
 

@@ -70,7 +70,7 @@ Status Messenger::postNoticeReceive(size_t slot) {
   return Status::ok();
 }
 
-// Sent to every peer but the failed ones; flushed for kNoticeFlushMs at
+// Sent to every peer, the failed ones too; flushed for kNoticeFlushMs at
 // most (a dead peer's send may never complete), then abandoned.
 void Messenger::sendNoticeToAll(fwResult_t code, const std::string& text) {
   if (peers_.size() < 2) return;
@@ -86,7 +86,10 @@ void Messenger::sendNoticeToAll(fwResult_t code, const std::string& text) {
     std::lock_guard<std::mutex> lock(mutex_);
     notice.encode(outgoingNotice_);
     for (int r = 0; r < size(); ++r) {
-      if (r == rank_ || notice.failed.count(r)) continue;
+      // Failed ranks too: one that only timed out may be alive and call
+      // later, and must not complete alone; a dead one's send is
+      // abandoned with the others' after the flush below.
+      if (r == rank_) continue;
       Pending p{kCompleted, 0, transportOf(r), r, false, false};
       if (p.via->isend(r, outgoingNotice_, kNoticeBytes, Tag::control(rank_), MemoryType::Host, &p.handle).isOk()) {
         notices.push_back(p);

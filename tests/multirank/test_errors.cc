@@ -327,6 +327,34 @@ TEST_F(Faults, RankThatNeverArrivesIsNamed) {
   for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
 }
 
+// A rank that calls a collective after its peer gave up on it learns of
+// the failure while it is idle (its progress thread reads the peer's
+// notice), so its late call fails with the peer's cause at once: on the
+// node's segment instead of completing alone on the input its peer left
+// there, over UCX alone instead of waiting out its own timeout. The peer
+// counts it as failed and still tells it.
+class LateRank : public Faults, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(LateRank, FailsWithItsPeerInsteadOfCompletingAlone) {
+  if (!GetParam()) setenv("FAIRWAY_INTRA_TRANSPORT", "ucx", 1);
+  auto outcomes = runRanks(2, [](const RankContext& ctx) {
+    fwComm_t comm;
+    if (initOrReport(ctx, &comm)) return 1;
+    std::vector<int32_t> a(64, 1), b(64);
+    if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs + 1500));
+    auto start = Clock::now();
+    fwResult_t r = fwAllReduce(a.data(), b.data(), 64, fwInt32, fwSum, comm, nullptr);
+    int failures = ctx.rank == 1 ? expectFailure(ctx, r, {fwRemoteError}, "rank 0 reports: rank 1", start, 1000)
+                                 : expectFailure(ctx, r, {fwTimeout}, "rank 1", start, kTimeoutMs + 1000);
+    fwCommAbort(comm);
+    return failures;
+  });
+  unsetenv("FAIRWAY_INTRA_TRANSPORT");
+  for (auto& o : outcomes) EXPECT_EQ(o.exitCode, 0);
+}
+INSTANTIATE_TEST_SUITE_P(Paths, LateRank, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "segment" : "ucx"; });
+
 // A rank that hangs: alive, its communicator open, calling nothing. The
 // harness kills it once the others have ended (kRankOneHangs); the sleep's
 // bound is far past every budget the others check.
