@@ -75,13 +75,22 @@ void Messenger::idleProgressLoop() {
       }
       if (pending) progressAll();
     }
+    // A peer's failure notice, read while this rank calls nothing: its
+    // next call then fails with the peer's cause, where it could have
+    // completed alone on what its peers left (the node's segment). Looked
+    // for only when a transport had something (a notice is a message), so
+    // an idle rank's periodic wake-ups cost nothing more.
     if (pending) {
+      (void)checkAbortNotice();
       watches_.pollAll();
       std::this_thread::yield();
       continue;
     }
+    const nfds_t transportFds = watched;
     fds[watched++] = pollfd{wakeFd_, POLLIN, 0};
+    bool transportSignalled = false;
     if (::poll(fds, watched, watches_.empty() ? kIdlePollMs : kWatchPollMs) > 0) {
+      for (nfds_t i = 0; i < transportFds; ++i) transportSignalled = transportSignalled || fds[i].revents != 0;
       uint64_t woken = 0;
       (void)!::read(wakeFd_, &woken, sizeof(woken));  // a new watch, or stopping
     }
@@ -92,10 +101,7 @@ void Messenger::idleProgressLoop() {
       progressAll();
     }
     watches_.pollAll();
-    // A peer's failure notice, read while this rank calls nothing: its
-    // next call then fails with the peer's cause, where it could have
-    // completed alone on what its peers left (the node's segment).
-    (void)checkAbortNotice();
+    if (transportSignalled) (void)checkAbortNotice();
   }
 }
 
