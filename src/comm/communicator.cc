@@ -311,8 +311,14 @@ void Communicator::revoke() {
 }
 
 void Communicator::abort() {
+  // A failure this rank saw on its device path (NCCL's asynchronous error)
+  // goes with the notice: a peer that has not seen it yet (its idle thread
+  // reads the notice at once) learns the cause, not only the abort.
+  const Status seen = device_ ? device_->asyncError() : Status::ok();
   if (device_) device_->abort();
-  messenger_->fail(Status(fwRemoteError, "rank " + std::to_string(rank()) + " aborted the communicator"));
+  std::string why = "rank " + std::to_string(rank()) + " aborted the communicator";
+  if (!seen.isOk()) why += " after: " + seen.message();
+  messenger_->fail(Status(fwRemoteError, why));
   dumpOnFailure("abort");
   executor_.drain();
   messenger_->disconnect();
