@@ -68,8 +68,10 @@ AlgorithmList namedAlgorithms() {
 
 AlgorithmList algorithmsOf(CollectiveKind kind) {
   AlgorithmList out;
-  for (Algorithm a : namedAlgorithms()) {
-    if ((rowOf(a)->collectives & bitOf(kind)) != 0) out.push(a);
+  Table& t = table();
+  const int count = t.count.load(std::memory_order_acquire);
+  for (int id = 0; id < count; ++id) {
+    if (!t.rows[id]->tableOnly && (t.rows[id]->collectives & bitOf(kind)) != 0) out.push(static_cast<Algorithm>(id));
   }
   return out;
 }

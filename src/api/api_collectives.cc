@@ -304,11 +304,16 @@ fwResult_t fwIreduceScatterList(const void* const* sendbuffs, void* recvbuff, si
 
 fwResult_t fairway::postCollective(const fwOpArgs_t& a, fwComm_t comm, fwStream_t stream, fwRequest_t* request) {
   const OperationRow& operation = operationRow(a.type);
-  CollectiveArgs args = makeArgs(operation.kind, a.sendbuff, a.recvbuff, a.count, a.datatype,
-                                 operation.reduces ? a.op : fwSum, operation.rooted ? a.root : 0);
-  if (operation.kind == CollectiveKind::Barrier) args = makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8);
-  if (operation.kind == CollectiveKind::AllToAllv) {
-    args = makeAllToAllv(a.sendbuff, a.sendcounts, a.sdispls, a.recvbuff, a.recvcounts, a.rdispls, a.datatype);
+  // What each entry point above builds for the same call.
+  CollectiveArgs args;
+  switch (operation.kind) {
+    case CollectiveKind::Barrier: args = makeArgs(CollectiveKind::Barrier, nullptr, nullptr, 0, fwUint8); break;
+    case CollectiveKind::AllToAllv:
+      args = makeAllToAllv(a.sendbuff, a.sendcounts, a.sdispls, a.recvbuff, a.recvcounts, a.rdispls, a.datatype);
+      break;
+    default:
+      args = makeArgs(operation.kind, a.sendbuff, a.recvbuff, a.count, a.datatype, operation.reduces ? a.op : fwSum,
+                      operation.rooted ? a.root : 0);
   }
   // The list forms' arrays, read as their entry points read them.
   Status read;

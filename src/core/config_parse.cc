@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <limits>
 
-#include "core/command_line_numbers.h"
 #include "core/strings.h"
 
 namespace fairway {
@@ -63,14 +62,26 @@ Status parseChoice(const std::string& name, const char* text, const std::vector<
 
 namespace {
 
+// Bytes and rank counts as every other variable takes them
+// (parseByteText, parseIntegerText); the item's own message says what is wrong.
+bool byteCount(const std::string& text, size_t* out) {
+  return parseByteText("FAIRWAY_ALGO", text.c_str(), 0, ~size_t{0}, out).isOk();
+}
+bool rankCount(const std::string& text, int* out) {
+  int64_t value = 0;
+  if (!parseIntegerText("FAIRWAY_ALGO", text.c_str(), 1, std::numeric_limits<int>::max(), &value).isOk()) return false;
+  *out = static_cast<int>(value);
+  return true;
+}
+
 // "FROM-TO" in bytes (K, M, G: powers of 1024), either end may be left
 // out: [FROM, TO), from 0, to no limit.
 bool parseByteRange(const std::string& text, size_t* from, size_t* to) {
   const size_t dash = text.find('-');
   if (dash == std::string::npos) return false;
   const std::string low = trim(text.substr(0, dash)), high = trim(text.substr(dash + 1));
-  if (!low.empty() && !parseSize(low.c_str(), from)) return false;
-  if (!high.empty() && !parseSize(high.c_str(), to)) return false;
+  if (!low.empty() && !byteCount(low, from)) return false;
+  if (!high.empty() && !byteCount(high, to)) return false;
   return *from < *to;
 }
 
@@ -78,15 +89,14 @@ bool parseByteRange(const std::string& text, size_t* from, size_t* to) {
 bool parseRankRange(const std::string& text, int* low, int* high) {
   const std::string range = trim(text.substr(text.find('=') + 1));
   const size_t dash = range.find('-');
-  const int kMost = std::numeric_limits<int>::max();
   if (dash == std::string::npos) {
-    if (!parseInt(range.c_str(), low, 1, kMost)) return false;
+    if (!rankCount(range, low)) return false;
     *high = *low;
     return true;
   }
   const std::string lo = trim(range.substr(0, dash)), hi = trim(range.substr(dash + 1));
-  if (!parseInt(lo.c_str(), low, 1, kMost)) return false;
-  if (!hi.empty() && !parseInt(hi.c_str(), high, 1, kMost)) return false;
+  if (!rankCount(lo, low)) return false;
+  if (!hi.empty() && !rankCount(hi, high)) return false;
   return *low <= *high;
 }
 
